@@ -1,0 +1,393 @@
+"""The recording session of one context: turns what the hooks see into records.
+
+:mod:`graphcheck._warp` calls a :class:`Session`'s ``on_*`` methods from inside Warp;
+the session works out what the user asked for (the pending ``wp.launch`` or
+``wp.Launch`` call), where they asked (the first frame outside Warp and graphcheck),
+keeps the exact parameter bytes, and hands the :class:`~graphcheck.LaunchRecord` to
+every active trace of the context.
+
+The eager CPU launch path runs for every launch while tracing, so it is written for
+speed: plain tuples, positional calls, work deferred until a record is read.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import sys
+from collections.abc import Callable
+from types import CodeType
+from typing import Any
+
+from . import _warp
+from .params import ArrayRef
+from .record import Allocation, LaunchRecord, LaunchTrace, site_of
+
+# One process-wide order for operations and allocations (next() on a count is atomic).
+_sequence = itertools.count(1)
+
+_code_kinds: dict[CodeType, int] = {}
+_code_kind = _warp.code_kind
+_ALLOCATING = _warp.ALLOCATING_FUNCTIONS
+_LAUNCH = _warp.LAUNCH
+# [adjoint][kernel] -> indices of the parameters to copy at launch time (_warp.snapshot_plan).
+_plans: dict[bool, dict[Any, tuple[int, ...]]] = {False: {}, True: {}}
+_REPLAY = _warp.REPLAY
+
+
+def _caller(frame: Any, via: str) -> tuple[CodeType | None, int, str, bool]:
+    """``(code, lasti, via, internal)`` of the first user frame at or above ``frame``.
+
+    ``via`` becomes the outermost Warp function on the way (the one the user called);
+    ``internal`` says whether an allocating Warp function (``wp.clone``, ``wp.zeros``...)
+    issued the operation on its own behalf.
+    """
+    internal = False
+    kinds = _code_kinds
+    while frame is not None:
+        code = frame.f_code
+        kind = kinds.get(code)
+        if kind is None:
+            kind = kinds[code] = _code_kind(code)
+        if kind == 0:
+            return code, frame.f_lasti, via, internal
+        if kind == 1:
+            via = _via_names.get(code) or _via_name(code)
+            if code.co_name in _ALLOCATING:
+                internal = True
+        frame = frame.f_back
+    return None, -1, via, internal
+
+
+_via_names: dict[CodeType, str] = {}
+
+
+def _via_name(code: CodeType) -> str:
+    # "clone", "launch_tiled", "Tape.backward" -> "backward"; a constructor is named by
+    # its class ("array", "Mesh").
+    qualname = getattr(code, "co_qualname", code.co_name)
+    parts = qualname.split(".")
+    name = parts[-2] if parts[-1] == "__init__" and len(parts) > 1 else parts[-1]
+    _via_names[code] = name
+    return name
+
+
+def _plain(value: Any) -> Any:
+    """A fill value or native argument as a plain, comparable Python value."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, ctypes._SimpleCData):
+        return _plain(value.value)
+    if isinstance(value, ctypes.Array):
+        return tuple(_plain(v) for v in value)
+    if isinstance(value, ctypes._Pointer):
+        return bytes(value.contents).hex()
+    obj = getattr(value, "_obj", None)  # ctypes.byref(...)
+    if isinstance(obj, (ctypes.Structure, ctypes.Array, ctypes._SimpleCData)):
+        return bytes(obj).hex()
+    item = getattr(value, "item", None)  # numpy scalars
+    if callable(item) and getattr(value, "shape", None) == ():
+        return _plain(item())
+    inner = getattr(value, "value", None)  # wp.float32(1.0)...
+    if isinstance(inner, (bool, int, float)):
+        return inner
+    if _warp.is_struct_instance(value):
+        return _warp.struct_bytes(value).hex()
+    try:
+        return tuple(_plain(v) for v in value)
+    except TypeError:
+        return repr(value)
+
+
+def _array_ref(arr: Any) -> ArrayRef:
+    if not _warp.is_dense_array(arr):
+        data = getattr(arr, "data", None)
+        if not _warp.is_dense_array(data):
+            return ArrayRef(0, 0, dtype=type(arr).__name__)
+        arr = data
+    ptr, nbytes, shape, strides = _warp.array_extent(arr)
+    grad = _warp.array_grad(arr)
+    return ArrayRef(ptr, nbytes, shape, strides, int(getattr(grad, "ptr", 0) or 0), _warp.dtype_name(arr))
+
+
+class Session:
+    """What one context is recording: its active traces and the call in progress."""
+
+    __slots__ = ("allocations_seen", "in_memset", "pending", "traces")
+
+    def __init__(self, traces: tuple[LaunchTrace, ...]) -> None:
+        self.traces = traces
+        self.pending: Any = None
+        self.in_memset = False
+        self.allocations_seen = 0
+
+    # -- delivery -------------------------------------------------------------------------
+
+    def _emit(self, record: LaunchRecord) -> None:
+        internal = record.internal
+        for trace in self.traces:
+            if not internal or trace.include_warp:
+                trace._items.append(record)
+
+    def _retract(self, record: LaunchRecord) -> None:
+        # The operation raised before Warp enqueued anything: it must not stay recorded.
+        for trace in self.traces:
+            items = trace._items
+            for i in range(len(items) - 1, -1, -1):
+                if items[i] is record:
+                    del items[i]
+                    break
+
+    # -- kernel launches ------------------------------------------------------------------
+
+    def on_cpu_launch(self, kernel: Any, params: Any, adjoint: bool, blocks: bool) -> None:
+        """``invoke`` / ``invoke_cpu_blocks``: an eager CPU launch and Warp's parameter objects."""
+        pending = self.pending
+        if pending is not None and pending[0] is _LAUNCH and not blocks:
+            frame = pending[2]
+            code = frame.f_code
+            if _code_kinds.get(code) == 0:
+                # The hot path: a wp.launch called from user code. Warp built scalars and
+                # descriptors afresh for this launch; copy only what the caller still holds
+                # and may change (vectors, matrices, structs). The trace turns the tuple
+                # into a LaunchRecord when it is read.
+                plans = _plans[adjoint]
+                plan = plans.get(kernel)
+                if plan is None:
+                    plan = plans[kernel] = _warp.snapshot_plan(kernel, adjoint)
+                if plan:
+                    params = list(params)
+                    for i in plan:
+                        params[i] = bytes(params[i])
+                raw = (kernel, adjoint, params, pending[1][5], code, frame.f_lasti, next(_sequence))
+                for trace in self.traces:
+                    trace._items.append(raw)
+                return
+        frozen = list(params)
+        if pending is not None:
+            # A wp.Launch command owns its parameter objects and may change them later.
+            frozen = [bytes(p) for p in frozen]
+        self._record_launch(kernel, frozen, adjoint, "cpu", None if blocks else 1, None, None)
+
+    def on_cpu_capture_launch(self, bounds_ref: Any, args_ref: Any, adj_ref: Any) -> None:
+        """``wp_cpu_launch_kernel``: a CPU launch inside a capture, as the structs Warp built."""
+        params: list[Any] = [bytes(bounds_ref._obj)]
+        for ref in (args_ref, adj_ref):
+            struct = getattr(ref, "_obj", None)
+            if struct is not None:
+                blob = bytes(struct)
+                params.extend(blob[o : o + n] for o, n in _warp.struct_param_slices(type(struct)))
+        self._record_launch(None, params, adj_ref is not None, "cpu", None, None, None)
+
+    def on_cuda_launch(
+        self,
+        func: Any,
+        dim_size: int,
+        max_blocks: int,
+        block_dim: int,
+        grid_stride: int,
+        cluster_dim: int,
+        smem_bytes: int,
+        kernel_params: Any,
+        stream: Any,
+    ) -> LaunchRecord:
+        """``wp_cuda_launch_kernel``: every CUDA launch; the bytes are read before it runs."""
+        kernel = self._pending_kernel()
+        count = len(kernel_params)
+        sizes: list[int] = []
+        adjoint = False
+        if kernel is not None:
+            forward = _warp.kernel_layout(kernel, False)
+            backward = _warp.kernel_layout(kernel, True)
+            adjoint = count >= len(backward) > len(forward)
+            sizes = [spec.size for spec in (backward if adjoint else forward)]
+        # The driver reads exactly these bytes from each host pointer when it launches
+        # (or copies them into the graph node); parameters past the known layout (Warp's
+        # hidden extras for deterministic launches) are kept empty.
+        params = [
+            ctypes.string_at(kernel_params[i], sizes[i]) if i < len(sizes) and kernel_params[i] else b""
+            for i in range(count)
+        ]
+        handle = _warp.stream_handle(stream)
+        cuda = (int(func or 0), int(dim_size), int(max_blocks), int(block_dim), int(grid_stride), int(cluster_dim),
+                int(smem_bytes))  # fmt: skip
+        return self._record_launch(
+            kernel, params, adjoint, _warp.device_of_stream(handle), int(block_dim), handle, cuda, int(max_blocks)
+        )
+
+    def _pending_kernel(self) -> Any:
+        pending = self.pending
+        if pending is None:
+            return None
+        if pending[0] is _REPLAY:
+            return _warp.replay_config(pending[1])[0]
+        kernel, inputs, outputs = pending[1][:3]
+        return _warp.resolve_overload(kernel, inputs, outputs)
+
+    def _record_launch(
+        self,
+        kernel: Any,
+        params: list[Any],
+        adjoint: bool,
+        device: str | None,
+        block_dim: int | None,
+        stream: int | None,
+        cuda: tuple[int, ...] | None,
+        max_blocks: int = 0,
+    ) -> LaunchRecord:
+        """The general path: replays, captures, CUDA, and launches Warp makes natively.
+
+        ``block_dim`` None means "as the user asked, resolved by Warp's rule"."""
+        pending = self.pending
+        replay = False
+        if pending is None:
+            code, lasti, via, internal = _caller(sys._getframe(1), "")
+        elif pending[0] is _REPLAY:
+            code, lasti, via, internal = _caller(pending[2], "Launch.launch")
+            replay = True
+            cmd_kernel, cmd_device, cmd_block_dim, cmd_max_blocks = _warp.replay_config(pending[1])
+            kernel = kernel if kernel is not None else cmd_kernel
+            device = device or cmd_device
+            block_dim = block_dim if block_dim is not None else cmd_block_dim
+            max_blocks = max_blocks or cmd_max_blocks
+        else:
+            intent = pending[1]
+            code, lasti, via, internal = _caller(pending[2], "launch")
+            req_kernel, inputs, outputs, req_device, req_stream, req_max_blocks, req_block_dim = intent
+            if kernel is None:
+                kernel = _warp.resolve_overload(req_kernel, inputs, outputs)
+            resolved = _warp.get_device(req_stream.device if req_stream is not None else req_device)
+            device = device or str(resolved)
+            if block_dim is None:
+                block_dim = _warp.resolve_block_dim(resolved, req_block_dim)
+            max_blocks = max_blocks or int(req_max_blocks or 0)
+            if stream is None:
+                stream = _warp.stream_handle(req_stream)
+        record = LaunchRecord(
+            "launch", kernel, adjoint, params, None, device or "?", block_dim or 1, max_blocks, stream,
+            code, lasti, via, internal, next(_sequence), replay, cuda,
+        )  # fmt: skip
+        self._emit(record)
+        return record
+
+    def after_cuda_op(self, record: LaunchRecord, stream: int | None) -> None:
+        """After a CUDA operation was enqueued: which graph node(s) did it add?"""
+        if stream and _warp.stream_is_capturing(stream):
+            from . import _cuda
+
+            record.node = _cuda.capture_tail(stream)
+
+    # -- copies, memsets, native helpers --------------------------------------------------
+
+    def on_copy(self, original: Callable[..., Any], intent: tuple[Any, ...], args: tuple[Any, ...], frame: Any) -> Any:
+        dest, src, dest_offset, src_offset, count, stream = intent
+        if not (_warp.is_array(dest) and _warp.is_array(src)):
+            return original(*args)  # Warp raises its own error
+        try:
+            count = int(count or 0) or int(src.size)
+        except (TypeError, ValueError):
+            return original(*args)
+        if count <= 0:
+            return original(*args)
+        handle = _warp.stream_handle(stream)
+        if handle is None:
+            handle = _warp.device_stream_handle(dest.device) or _warp.device_stream_handle(src.device)
+        code, lasti, via, internal = _caller(frame, "copy")
+        args_map = {
+            "dest": _array_ref(dest),
+            "src": _array_ref(src),
+            "dest_offset": int(dest_offset or 0),
+            "src_offset": int(src_offset or 0),
+            "count": count,
+        }
+        record = LaunchRecord(
+            "copy", "wp.copy", False, None, args_map, str(dest.device), 0, 0, handle,
+            code, lasti, via, internal, next(_sequence), False, None, (count,),
+        )  # fmt: skip
+        self._emit(record)
+        try:
+            result = original(*args)
+        except BaseException:
+            self._retract(record)
+            raise
+        self.after_cuda_op(record, handle)
+        return result
+
+    def on_memset(self, original: Callable[..., Any], name: str, arr: Any, args: Any, kwargs: Any) -> Any:
+        if self.in_memset or not getattr(arr, "size", 0):
+            # A fill inside a memset (zero_ of a strided array fills 0) is the same operation.
+            return original(arr, *args, **kwargs)
+        value = 0 if name == "zero_" else (args[0] if args else kwargs.get("value"))
+        handle = _warp.device_stream_handle(arr.device)
+        code, lasti, via, internal = _caller(sys._getframe(2), name)
+        record = LaunchRecord(
+            "memset", f"array.{name}", False, None, {"dest": _array_ref(arr), "value": _plain(value)},
+            str(arr.device), 0, 0, handle, code, lasti, via, internal, next(_sequence), False, None, (int(arr.size),),
+        )  # fmt: skip
+        self._emit(record)
+        self.in_memset = True
+        try:
+            result = original(arr, *args, **kwargs)
+        except BaseException:
+            self._retract(record)
+            raise
+        finally:
+            self.in_memset = False
+        self.after_cuda_op(record, handle)
+        return result
+
+    def on_native(self, original: Callable[..., Any], name: str, on_device: bool, args: tuple[Any, ...]) -> Any:
+        code, lasti, via, internal = _caller(sys._getframe(2), name)
+        device = _warp.get_device(None if on_device else "cpu")
+        handle = _warp.device_stream_handle(device) if on_device else None
+        record = LaunchRecord(
+            "native", name, False, None, {f"arg{i}": _plain(a) for i, a in enumerate(args)}, str(device), 0, 0,
+            handle, code, lasti, via, internal, next(_sequence), False, None, (),
+        )  # fmt: skip
+        self._emit(record)
+        try:
+            result = original(*args)
+        except BaseException:
+            self._retract(record)
+            raise
+        self.after_cuda_op(record, handle)
+        return result
+
+    # -- allocations ----------------------------------------------------------------------
+
+    def on_alloc(self, arr: Any, how: str) -> None:
+        self.allocations_seen += 1
+        span = _warp.array_range(arr)
+        if span is None:
+            return
+        code, lasti, via, _ = _caller(sys._getframe(2), "array")
+        site = site_of(code, lasti)
+        allocation = Allocation(
+            span[0], span[1], str(arr.device), next(_sequence), site, via, how, _warp.array_label(arr)
+        )
+        for trace in self.traces:
+            trace.allocations.append(allocation)
+
+
+def start(trace: LaunchTrace) -> Any:
+    """Make ``trace`` record in the current context; returns the token for :func:`stop`."""
+    _warp.acquire()
+    try:
+        current = _warp.ACTIVE.get()
+        traces = (*current.traces, trace) if current is not None else (trace,)
+        return _warp.ACTIVE.set(Session(traces))
+    except BaseException:
+        _warp.release()
+        raise
+
+
+def stop(token: Any) -> None:
+    """Undo :func:`start`; removes the hooks when no trace is left anywhere."""
+    try:
+        _warp.ACTIVE.reset(token)
+    except ValueError:
+        # The trace ends in another context than it started in (an async generator
+        # finalised elsewhere): end recording here without touching that context.
+        _warp.ACTIVE.set(None)
+    finally:
+        _warp.release()

@@ -1,0 +1,881 @@
+"""Everything graphcheck knows about Warp's internals, in one place.
+
+No other module of graphcheck imports ``warp._src`` or reaches into a Warp object's
+private attributes. This module
+
+- checks, once, that the installed Warp still has every internal it relies on, and
+  fails with one clear error naming the tested versions when one is missing;
+- installs and removes the hooks that report every operation Warp enqueues to the
+  recording session of the current context (see :mod:`graphcheck._session`);
+- describes a kernel's parameter block (launch bounds, then every argument as Warp
+  packs it) as plain :class:`graphcheck.params.ParamSpec` trees;
+- answers small questions about Warp objects: is this an array, where does it live,
+  which device, which stream, is this code Warp's own.
+
+Hooks are installed while at least one trace is active anywhere in the process and
+removed when the last one ends: while nothing is recorded, Warp runs untouched.
+
+The interposition points (Warp 1.19):
+
+============================  ====================================================
+``context.launch``            code object swapped in place, so ``wp.launch``,
+                              ``launch_tiled``, adjoint copies and a ``launch``
+                              bound early by ``from warp import launch`` all pass
+``context.copy``              same, for ``wp.copy``, ``array.assign``, ``clone``
+                              and the second copy Warp makes for gradients
+``Launch.launch``             class attribute: ``wp.Launch`` replays
+``context.invoke``            module globals: the CPU launch, with the exact
+``invoke_cpu_blocks``         parameter objects Warp passes
+``core.wp_cpu_launch_kernel`` ctypes attribute: CPU launches inside a capture
+``core.wp_cuda_launch_kernel`` ctypes attribute: every CUDA launch
+``array.zero_`` / ``fill_``   class attributes: memsets and fills
+``array._init_new``           class attributes: allocations, arrays made from data
+``_init_from_data``
+``core.wp_<native helper>``   ctypes attributes: sort, scan, reductions, hash grid,
+                              BVH and mesh builds, recorded as opaque operations
+============================  ====================================================
+"""
+
+from __future__ import annotations
+
+import contextvars
+import ctypes
+import inspect
+import os
+import re
+import sys
+import threading
+import types
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import warp as wp
+import warp._src.context as _context
+import warp._src.types as _types
+from warp._src import codegen as _codegen
+
+from .params import ParamKind, ParamSpec
+
+#: Warp releases graphcheck's test suite has run against.
+TESTED_WARP_VERSIONS = ("1.19.0",)
+
+WARP_VERSION: str = wp.__version__
+
+_WARP_DIR = os.path.dirname(os.path.abspath(wp.__file__)) + os.sep
+_GRAPHCHECK_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+class UnsupportedWarpError(RuntimeError):
+    """The installed Warp lacks an internal that graphcheck needs.
+
+    The message names the missing piece, the installed version and the versions
+    graphcheck was tested against.
+    """
+
+
+# --------------------------------------------------------------------------------------
+# The assumptions, checked once
+# --------------------------------------------------------------------------------------
+
+_NATIVE_HELPER = re.compile(
+    r"^wp_(radix_sort_pairs|segmented_sort_pairs|runlength_encode|array_scan|array_sum|array_inner"
+    r"|hash_grid_(?:create|reserve|update)|bvh_(?:create|refit|rebuild)"
+    r"|mesh_(?:create|refit|set_points|set_velocities))_\w+_(host|device)$"
+)
+
+_checked = False
+
+# What the hooks take from a wp.launch / wp.copy call: the trampolines pass these first.
+_LAUNCH_INTENT = ("kernel", "inputs", "outputs", "device", "stream", "max_blocks", "block_dim")
+_COPY_INTENT = ("dest", "src", "dest_offset", "src_offset", "count", "stream")
+
+
+def _fail(what: str) -> UnsupportedWarpError:
+    tested = ", ".join(TESTED_WARP_VERSIONS)
+    return UnsupportedWarpError(
+        f"graphcheck cannot record on warp-lang {WARP_VERSION}: {what}. graphcheck was tested "
+        f"against warp-lang {tested}; install one of those (pip install 'warp-lang=={TESTED_WARP_VERSIONS[-1]}') "
+        "or a graphcheck release that supports your Warp."
+    )
+
+
+def check_warp() -> None:
+    """Check that Warp still has every internal the hooks rely on.
+
+    Raises:
+        UnsupportedWarpError: naming the first missing internal.
+    """
+    global _checked
+    if _checked:
+        return
+    for name in ("launch", "copy", "invoke", "invoke_cpu_blocks", "Launch", "runtime", "pack_arg"):
+        if not hasattr(_context, name):
+            raise _fail(f"warp._src.context.{name} is missing")
+    for fn in (_context.launch, _context.copy):
+        if not isinstance(fn, types.FunctionType) or fn.__closure__:
+            raise _fail(f"warp._src.context.{fn.__name__} is no longer a plain function")
+    launch_params = inspect.signature(_context.launch).parameters
+    missing = [name for name in _LAUNCH_INTENT if name not in launch_params]
+    if missing:
+        raise _fail(f"wp.launch() has no parameter(s) {missing}")
+    copy_params = tuple(inspect.signature(_context.copy).parameters)
+    if copy_params != _COPY_INTENT:
+        raise _fail(f"wp.copy() parameters changed to {copy_params}")
+    if tuple(inspect.signature(_context.Launch.launch).parameters) != ("self", "stream"):
+        raise _fail("wp.Launch.launch() parameters changed")
+    for fn in (_context.launch, _context.copy):
+        if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.KEYWORD_ONLY)
+               for p in inspect.signature(fn).parameters.values()):  # fmt: skip
+            raise _fail(f"wp.{fn.__name__}() now takes variable or keyword-only arguments")
+    for cls, attrs in (
+        (_context.Launch, ("launch",)),
+        (_types.array, ("zero_", "fill_", "_init_new", "_init_from_data", "__ctype__")),
+        (_types.noncontiguous_array_base, ("zero_", "fill_")),
+    ):
+        for attr in attrs:
+            if attr not in vars(cls):
+                raise _fail(f"{cls.__name__}.{attr} is missing")
+    if [f for f, _ in _types.array_t._fields_] != ["data", "grad", "shape", "strides", "ndim", "flags"]:
+        raise _fail("the array_t parameter layout changed")
+    _context.init()
+    core = _context.runtime.core
+    for name in ("wp_cpu_launch_kernel", "wp_cuda_launch_kernel"):
+        if not hasattr(core, name):
+            raise _fail(f"runtime.core.{name} is missing")
+    _checked = True
+
+
+# --------------------------------------------------------------------------------------
+# Sessions: who records in this context
+# --------------------------------------------------------------------------------------
+
+#: The recording session of the current context (thread or task), or None.
+ACTIVE: contextvars.ContextVar[Any] = contextvars.ContextVar("graphcheck_session", default=None)
+
+LAUNCH, REPLAY = "launch", "replay"
+
+
+# --------------------------------------------------------------------------------------
+# Hooks
+# --------------------------------------------------------------------------------------
+
+_lock = threading.Lock()
+_users = 0
+_restore: list[Callable[[], None]] = []
+_orig: dict[str, Any] = {}
+
+def _swap_code(name: str, hook: Callable[..., Any] | None, intent: tuple[str, ...]) -> Callable[..., Any]:
+    """Route calls of Warp's function ``name`` through graphcheck while a session records.
+
+    The function's code object is replaced in place, which also reaches callers that
+    bound it early (``from warp import launch``). The new code has the function's exact
+    parameters (its defaults stay on the function object and still apply), checks the
+    current session itself, and otherwise forwards positionally to a copy of the
+    original: no argument repacking, no extra frame when nothing records.
+
+    With a ``hook``, a recording call becomes ``hook(session, intent, *arguments)``.
+    Without, the call itself marks the session's pending call as
+    ``(LAUNCH, intent, caller frame)`` while the original runs: the native hooks below
+    pick it up.
+
+    Returns:
+        The copy of the original function.
+    """
+    fn = getattr(_context, name)
+    tag = f"_graphcheck_{name}"
+    code = fn.__code__
+    # Installing happens at every outermost trace: build the trampoline once per function.
+    cached = _trampolines.get((name, code))
+    if cached is None:
+        cached = _trampolines[(name, code)] = _build_trampoline(fn, name, tag, hook is not None, intent)
+    trampoline, original = cached
+    injected = {
+        f"{tag}_active": ACTIVE,
+        f"{tag}_original": original,
+        f"{tag}_hook": hook,
+        f"{tag}_kind": LAUNCH,
+        f"{tag}_getframe": sys._getframe,
+    }
+    fn.__globals__.update(injected)
+    fn.__code__ = trampoline
+
+    def restore() -> None:
+        fn.__code__ = code
+        for key in injected:
+            fn.__globals__.pop(key, None)
+
+    _restore.append(restore)
+    return original
+
+
+_trampolines: dict[tuple[str, types.CodeType], tuple[types.CodeType, Callable[..., Any]]] = {}
+
+
+def _build_trampoline(
+    fn: Any, name: str, tag: str, with_hook: bool, intent: tuple[str, ...]
+) -> tuple[types.CodeType, Callable[..., Any]]:
+    original = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    original.__kwdefaults__ = fn.__kwdefaults__
+    names = [p.name for p in inspect.signature(fn).parameters.values()]
+    args = ", ".join(names)
+    head = (
+        f"def {name}({args}):\n"
+        f"    session = {tag}_active.get()\n"
+        f"    if session is None:\n"
+        f"        return {tag}_original({args})\n"
+    )
+    if with_hook:
+        body = f"    return {tag}_hook(session, ({', '.join(intent)},), {args})\n"
+    else:
+        body = (
+            "    previous = session.pending\n"
+            f"    session.pending = ({tag}_kind, ({', '.join(intent)},), {tag}_getframe(1))\n"
+            "    try:\n"
+            f"        return {tag}_original({args})\n"
+            "    finally:\n"
+            "        session.pending = previous\n"
+        )
+    namespace: dict[str, Any] = {}
+    exec(compile(head + body, f"<graphcheck trampoline for {name}>", "exec"), {}, namespace)
+    return namespace[name].__code__, original
+
+
+def _set_attr(owner: Any, name: str, value: Any) -> Any:
+    original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+    setattr(owner, name, value)
+    _restore.append(lambda: setattr(owner, name, original))
+    return original
+
+
+def acquire() -> None:
+    """Install the hooks (first user) or count one more user."""
+    global _users
+    with _lock:
+        if _users == 0:
+            check_warp()
+            try:
+                _install()
+            except BaseException:
+                _uninstall()
+                raise
+        _users += 1
+
+
+def release() -> None:
+    """Count one user less; remove every hook when the last one leaves."""
+    global _users
+    with _lock:
+        _users -= 1
+        if _users == 0:
+            _uninstall()
+
+
+def hooks_installed() -> bool:
+    """Whether any graphcheck hook is in place right now."""
+    return bool(_restore)
+
+
+def _uninstall() -> None:
+    while _restore:
+        _restore.pop()()
+    _orig.clear()
+
+
+def _install() -> None:
+    core = _context.runtime.core
+
+    # Kernel launches: the Python entry points, for what the user asked.
+    _orig["launch"] = _swap_code("launch", None, _LAUNCH_INTENT)
+    _orig["replay"] = _set_attr(_context.Launch, "launch", _replay_hook)
+
+    # Kernel launches: where the parameter block leaves Python.
+    _orig["invoke"] = _set_attr(_context, "invoke", _invoke_hook)
+    _orig["invoke_cpu_blocks"] = _set_attr(_context, "invoke_cpu_blocks", _invoke_blocks_hook)
+    _orig["cpu_launch"] = _set_attr(core, "wp_cpu_launch_kernel", _cpu_capture_launch_hook)
+    _orig["cuda_launch"] = _set_attr(core, "wp_cuda_launch_kernel", _cuda_launch_hook)
+
+    # Copies, memsets, fills.
+    _orig["copy"] = _swap_code("copy", _copy_hook, _COPY_INTENT)
+    for cls in (_types.array, _types.noncontiguous_array_base):
+        for method in ("zero_", "fill_"):
+            _orig[(cls, method)] = _set_attr(cls, method, _memset_hooks[(cls, method)])
+
+    # Allocations.
+    _orig["init_new"] = _set_attr(_types.array, "_init_new", _init_new_hook)
+    _orig["init_from_data"] = _set_attr(_types.array, "_init_from_data", _init_from_data_hook)
+
+    # Warp's native helpers (sort, scan, reductions, spatial structures).
+    if not _native_names:
+        _native_names.extend((n, m.group(2) == "device") for n in dir(core) if (m := _NATIVE_HELPER.match(n)))
+    for name, on_device in _native_names:
+        original = getattr(core, name)
+        hook = _native_hooks.get(id(original))
+        if hook is None or hook[0] is not original:
+            hook = _native_hooks[id(original)] = (original, _make_native_hook(name, original, on_device))
+        _set_attr(core, name, hook[1])
+
+
+_native_names: list[tuple[str, bool]] = []
+_native_hooks: dict[int, tuple[Any, Callable[..., Any]]] = {}
+
+
+# The hook bodies stay small: while a trace is active every launch of the process passes
+# through them, and those of other threads and tasks leave after one ContextVar lookup.
+# A pending call is (LAUNCH, intent, caller frame) or (REPLAY, command, caller frame);
+# the frame is held only while the call runs.
+
+
+def _replay_hook(self: Any, stream: Any = None) -> Any:
+    session = ACTIVE.get()
+    if session is None:
+        return _orig["replay"](self, stream)
+    previous = session.pending
+    session.pending = (REPLAY, self, sys._getframe(1))
+    try:
+        return _orig["replay"](self, stream)
+    finally:
+        session.pending = previous
+
+
+def _invoke_hook(kernel: Any, hooks: Any, params: Any, adjoint: bool) -> Any:
+    session = ACTIVE.get()
+    if session is not None:
+        session.on_cpu_launch(kernel, params, adjoint, False)
+    return _orig["invoke"](kernel, hooks, params, adjoint)
+
+
+def _invoke_blocks_hook(kernel: Any, hooks: Any, params: Any, adjoint: bool) -> Any:
+    session = ACTIVE.get()
+    if session is not None:
+        session.on_cpu_launch(kernel, params, adjoint, True)
+    return _orig["invoke_cpu_blocks"](kernel, hooks, params, adjoint)
+
+
+def _cpu_capture_launch_hook(func: Any, bounds_ref: Any, args_ref: Any, adj_ref: Any, info_ref: Any) -> Any:
+    session = ACTIVE.get()
+    if session is not None:
+        session.on_cpu_capture_launch(bounds_ref, args_ref, adj_ref)
+    return _orig["cpu_launch"](func, bounds_ref, args_ref, adj_ref, info_ref)
+
+
+def _cuda_launch_hook(
+    context: Any,
+    func: Any,
+    dim_size: int,
+    max_blocks: int,
+    block_dim: int,
+    grid_stride: int,
+    cluster_dim: int,
+    smem_bytes: int,
+    kernel_params: Any,
+    stream: Any,
+    apic_info: Any,
+) -> Any:
+    session = ACTIVE.get()
+    if session is None:
+        return _orig["cuda_launch"](
+            context, func, dim_size, max_blocks, block_dim, grid_stride, cluster_dim, smem_bytes,
+            kernel_params, stream, apic_info,
+        )  # fmt: skip
+    record = session.on_cuda_launch(
+        func, dim_size, max_blocks, block_dim, grid_stride, cluster_dim, smem_bytes, kernel_params, stream
+    )
+    failed = _orig["cuda_launch"](
+        context, func, dim_size, max_blocks, block_dim, grid_stride, cluster_dim, smem_bytes,
+        kernel_params, stream, apic_info,
+    )  # fmt: skip
+    if not failed:
+        session.after_cuda_op(record, stream_handle(stream))
+    return failed
+
+
+def _copy_hook(session: Any, intent: tuple[Any, ...], *args: Any) -> Any:
+    return session.on_copy(_orig["copy"], intent, args, sys._getframe(2))
+
+
+def _make_memset_hook(cls: type, name: str) -> Callable[..., Any]:
+    def hook(self: Any, *args: Any, **kwargs: Any) -> Any:
+        original = _orig[(cls, name)]
+        session = ACTIVE.get()
+        if session is None:
+            return original(self, *args, **kwargs)
+        return session.on_memset(original, name, self, args, kwargs)
+
+    hook.__name__ = hook.__qualname__ = name
+    return hook
+
+
+_memset_hooks = {
+    (cls, method): _make_memset_hook(cls, method)
+    for cls in (_types.array, _types.noncontiguous_array_base)
+    for method in ("zero_", "fill_")
+}
+
+
+def _init_new_hook(self: Any, *args: Any, **kwargs: Any) -> Any:
+    result = _orig["init_new"](self, *args, **kwargs)
+    session = ACTIVE.get()
+    if session is not None:
+        session.on_alloc(self, "allocated")
+    return result
+
+
+def _init_from_data_hook(self: Any, *args: Any, **kwargs: Any) -> Any:
+    session = ACTIVE.get()
+    if session is None:
+        return _orig["init_from_data"](self, *args, **kwargs)
+    before = session.allocations_seen
+    result = _orig["init_from_data"](self, *args, **kwargs)
+    if session.allocations_seen == before:
+        # Warp wrapped the caller's host memory instead of allocating: still a buffer
+        # that exists only for this call.
+        session.on_alloc(self, "wrapped")
+    return result
+
+
+def _make_native_hook(name: str, original: Any, on_device: bool) -> Callable[..., Any]:
+    label = name[3:]
+
+    def hook(*args: Any) -> Any:
+        session = ACTIVE.get()
+        if session is None:
+            return original(*args)
+        return session.on_native(original, label, on_device, args)
+
+    hook.__name__ = name
+    return hook
+
+
+# --------------------------------------------------------------------------------------
+# Questions about Warp objects
+# --------------------------------------------------------------------------------------
+
+
+def code_kind(code: types.CodeType) -> int:
+    """0 for user code, 1 for Warp's own code, 2 for graphcheck's (and its trampolines)."""
+    filename = code.co_filename
+    if filename.startswith(_WARP_DIR):
+        return 1
+    if filename.startswith(_GRAPHCHECK_DIR) or filename.startswith("<graphcheck"):
+        return 2
+    return 0
+
+
+#: Warp functions whose device work initialises or reads back memory they allocate
+#: themselves; work they issue is "internal" (left out of traces by default).
+ALLOCATING_FUNCTIONS = frozenset(
+    {
+        "zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "empty", "empty_like",
+        "clone", "_alloc_grad", "_init_from_data", "contiguous", "to", "numpy", "list",
+    }
+)  # fmt: skip
+
+
+def is_array(value: Any) -> bool:
+    """Whether ``value`` is any kind of Warp array (dense, indexed, fabric)."""
+    return isinstance(value, _types.Array)
+
+
+def is_dense_array(value: Any) -> bool:
+    return isinstance(value, _types.array)
+
+
+def is_struct_instance(value: Any) -> bool:
+    """Whether ``value`` is an instance of a ``@wp.struct`` class."""
+    return isinstance(value, _codegen.StructInstance)
+
+
+def struct_fields(value: Any) -> list[str] | None:
+    """Field names of a ``@wp.struct`` instance, else None."""
+    if not isinstance(value, _codegen.StructInstance):
+        return None
+    return list(type(value)._cls.vars)
+
+
+def is_warp_object(value: Any) -> bool:
+    """Whether ``value`` is one of Warp's own objects (device, stream, kernel, graph...)."""
+    module = type(value).__module__ or ""
+    return module == "warp" or module.startswith("warp.")
+
+
+def array_range(arr: Any) -> tuple[int, int] | None:
+    """``(start, end)`` of the memory an array may address, or None for a null array."""
+    if isinstance(arr, _types.array):
+        ptr = arr.ptr
+        if not ptr:
+            return None
+        nbytes = arr.capacity or arr.size * _types.type_size_in_bytes(arr.dtype)
+        return int(ptr), int(ptr) + max(int(nbytes), 1)
+    data = getattr(arr, "data", None)
+    if isinstance(data, _types.array):
+        return array_range(data)
+    return None
+
+
+def array_grad(arr: Any) -> Any:
+    """The gradient array of a dense array, or None."""
+    return getattr(arr, "_grad", None) if isinstance(arr, _types.array) else None
+
+
+def array_label(arr: Any) -> str:
+    """A short description: ``float32[64, 3] on cpu``."""
+    dtype = getattr(arr, "dtype", None)
+    name = getattr(dtype, "__name__", str(dtype))
+    shape = ", ".join(str(s) for s in getattr(arr, "shape", ()))
+    return f"{name}[{shape}] on {getattr(arr, 'device', '?')}"
+
+
+def array_extent(arr: Any) -> tuple[int, int, tuple[int, ...], tuple[int, ...]]:
+    """``(ptr, nbytes spanned, shape, strides)`` of a dense array (views included)."""
+    ptr = int(arr.ptr or 0)
+    shape = tuple(int(s) for s in arr.shape)
+    strides = tuple(int(s) for s in arr.strides)
+    return ptr, span_bytes(shape, strides, _types.type_size_in_bytes(arr.dtype)), shape, strides
+
+
+def span_bytes(shape: tuple[int, ...], strides: tuple[int, ...], elem_size: int) -> int:
+    """Bytes between the first and one past the last element a strided view touches."""
+    if not shape or any(s == 0 for s in shape):
+        return 0
+    return sum((s - 1) * abs(st) for s, st in zip(shape, strides)) + elem_size
+
+
+def device_name(device: Any) -> str:
+    """The alias of a device-like value (``"cpu"``, ``"cuda:0"``)."""
+    return str(_context.runtime.get_device(device))
+
+
+def get_device(device: Any = None) -> Any:
+    """Warp's Device for a device-like value (None: the default device)."""
+    return _context.get_device(device)
+
+
+def is_cuda(device: Any) -> bool:
+    return bool(_context.get_device(device).is_cuda)
+
+
+def cuda_available() -> bool:
+    return bool(_context.is_cuda_available())
+
+
+def stream_handle(stream: Any) -> int | None:
+    """The integer CUDA stream handle of a Warp Stream or raw handle; None when there is none."""
+    if stream is None:
+        return None
+    handle = getattr(stream, "cuda_stream", stream)
+    if isinstance(handle, ctypes.c_void_p):
+        handle = handle.value
+    try:
+        return int(handle or 0)
+    except (TypeError, ValueError):
+        return None
+
+
+def device_stream_handle(device: Any) -> int | None:
+    """The handle of a device's current stream (None on the CPU)."""
+    device = _context.runtime.get_device(device)
+    return stream_handle(device.stream) if device.is_cuda else None
+
+
+def stream_is_capturing(handle: int | None) -> bool:
+    """Whether a CUDA stream is capturing right now."""
+    if not handle:
+        return False
+    return bool(_context.runtime.core.wp_cuda_stream_is_capturing(ctypes.c_void_p(handle)))
+
+
+def resolve_block_dim(device: Any, block_dim: Any) -> int:
+    """The block size Warp launches with for a requested ``block_dim`` on ``device``."""
+    return int(_context._resolve_launch_block_dim(_context.runtime.get_device(device), block_dim))
+
+
+def struct_bytes(value: Any) -> bytes:
+    """The bytes a ``@wp.struct`` instance is passed to kernels as."""
+    return bytes(value.__ctype__())
+
+
+def dtype_name(arr: Any) -> str:
+    """The element type's name of an array (``"float32"``, ``"vec3f"``)."""
+    return _type_name(getattr(arr, "dtype", None))
+
+
+def kernel_name(kernel: Any) -> str:
+    """``"<module>.<key>"`` of a kernel."""
+    module = getattr(getattr(kernel, "module", None), "name", None)
+    key = getattr(kernel, "key", None) or getattr(kernel, "__name__", repr(kernel))
+    return f"{module}.{key}" if module else str(key)
+
+
+def kernel_module_file(kernel: Any) -> str | None:
+    func = getattr(kernel, "func", None)
+    code = getattr(func, "__code__", None)
+    return getattr(code, "co_filename", None)
+
+
+def normalize_dim(dim: Any) -> tuple[int, ...]:
+    """Launch dimensions as a tuple of ints, as Warp normalises them."""
+    if isinstance(dim, (int, np.integer)):
+        return (int(dim),)
+    try:
+        return tuple(int(d) for d in dim)
+    except TypeError:
+        return ()
+
+
+# --------------------------------------------------------------------------------------
+# Parameter layouts
+# --------------------------------------------------------------------------------------
+
+_layout_cache: dict[tuple[int, bool], tuple[tuple[ParamSpec, ...], tuple[int, ...]]] = {}
+
+_HALF_TYPES = {_types.float16: ParamKind.HALF}
+if hasattr(_types, "bfloat16"):
+    _HALF_TYPES[_types.bfloat16] = ParamKind.BFLOAT16
+
+
+def kernel_dim(kernel: Any) -> int:
+    dim = getattr(kernel.adj, "kernel_dim", None)
+    if dim is None:
+        return 1
+    return int(dim)
+
+
+def bounds_spec(kernel: Any) -> ParamSpec:
+    """The launch-bounds parameter (always first) of a kernel."""
+    ctype = type(_types.launch_bounds_t((1,) * max(kernel_dim(kernel), 1)))
+    return ParamSpec("dim", ParamKind.BOUNDS, ctype, ctypes.sizeof(ctype))
+
+
+def kernel_layout(kernel: Any, adjoint: bool = False) -> tuple[ParamSpec, ...]:
+    """The parameter block of a kernel launch as Warp packs it.
+
+    Launch bounds first, then every forward argument, then (adjoint launches) every
+    adjoint argument named ``adj_<name>``. Cached per kernel.
+    """
+    entry = _layout_cache.get((id(kernel), adjoint))
+    if entry is None:
+        entry = _build_layout(kernel, adjoint)
+    return entry[0]
+
+
+def snapshot_plan(kernel: Any, adjoint: bool) -> tuple[int, ...]:
+    """Indices of the parameters whose bytes must be copied at launch time.
+
+    Warp builds scalars, launch bounds and array descriptors afresh for each launch
+    (an array's cached descriptor is replaced, never changed in place), so keeping a
+    reference is as good as a copy. Vectors, matrices and structs are the caller's own
+    live objects: the caller may change them after the launch.
+    """
+    entry = _layout_cache.get((id(kernel), adjoint))
+    if entry is None:
+        entry = _build_layout(kernel, adjoint)
+    return entry[1]
+
+
+_FRESH_KINDS = frozenset(
+    {ParamKind.BOUNDS, ParamKind.ARRAY, ParamKind.INDEXED_ARRAY, ParamKind.SCALAR, ParamKind.BOOL, ParamKind.HALF,
+     ParamKind.BFLOAT16}
+)  # fmt: skip
+
+
+def _build_layout(kernel: Any, adjoint: bool) -> tuple[tuple[ParamSpec, ...], tuple[int, ...]]:
+    specs = [bounds_spec(kernel)]
+    for arg in kernel.adj.args:
+        specs.append(_spec(arg.label, arg.type))
+    if adjoint:
+        for arg in kernel.adj.args:
+            arg_type = arg.type
+            if isinstance(arg_type, _types.indexedarray):
+                # Warp passes the gradient of an indexed array as a plain array.
+                arg_type = _types.array(dtype=arg_type.dtype, ndim=arg_type.ndim)
+            specs.append(_spec(f"adj_{arg.label}", arg_type))
+    layout = tuple(specs)
+    plan = tuple(i for i, spec in enumerate(layout) if spec.kind not in _FRESH_KINDS)
+    entry = (layout, plan)
+    if getattr(kernel.adj, "kernel_dim", None) is not None:
+        # Only cache once Warp has built the kernel: the bounds type depends on its dim.
+        _layout_cache[(id(kernel), adjoint)] = entry
+        _layout_owners[(id(kernel), adjoint)] = kernel  # keeps id() from being reused
+    return entry
+
+
+_layout_owners: dict[tuple[int, bool], Any] = {}
+
+
+def _np_dtype(scalar_type: Any) -> np.dtype | None:
+    table = getattr(_types, "warp_type_to_np_dtype", {})
+    dtype = table.get(scalar_type)
+    return np.dtype(dtype) if dtype is not None else None
+
+
+def _spec(name: str, arg_type: Any, offset: int = 0) -> ParamSpec:
+    if isinstance(arg_type, _types.array):
+        ctype = _types.array_t
+        return ParamSpec(
+            name, ParamKind.ARRAY, ctype, ctypes.sizeof(ctype), offset,
+            elem_size=_types.type_size_in_bytes(arg_type.dtype), dtype=_type_name(arg_type.dtype),
+        )  # fmt: skip
+    if isinstance(arg_type, _types.indexedarray):
+        ctype = _types.indexedarray_t
+        data = ParamSpec(
+            "data", ParamKind.ARRAY, _types.array_t, ctypes.sizeof(_types.array_t), 0,
+            elem_size=_types.type_size_in_bytes(arg_type.dtype), dtype=_type_name(arg_type.dtype),
+        )  # fmt: skip
+        return ParamSpec(name, ParamKind.INDEXED_ARRAY, ctype, ctypes.sizeof(ctype), offset, children=(data,))
+    if _types.is_array(arg_type):
+        ctype = type(arg_type.__ctype__())
+        return ParamSpec(name, ParamKind.OPAQUE, ctype, ctypes.sizeof(ctype), offset)
+    if isinstance(arg_type, _codegen.Struct):
+        ctype = arg_type.ctype
+        children = tuple(
+            _spec(field, var.type, getattr(ctype, field).offset) for field, var in arg_type.vars.items()
+        )
+        return ParamSpec(name, ParamKind.STRUCT, ctype, ctypes.sizeof(ctype), offset, children=children)
+    if arg_type in _HALF_TYPES:
+        return ParamSpec(name, _HALF_TYPES[arg_type], ctypes.c_uint16, 2, offset)
+    if isinstance(arg_type, type) and issubclass(arg_type, ctypes.Array):
+        scalar = getattr(arg_type, "_wp_scalar_type_", None)
+        shape = tuple(getattr(arg_type, "_shape_", (arg_type._length_,)))
+        kind = ParamKind.VECTOR
+        if scalar in _HALF_TYPES:
+            kind = ParamKind.HALF_VECTOR if _HALF_TYPES[scalar] is ParamKind.HALF else ParamKind.OPAQUE
+        return ParamSpec(
+            name, kind, arg_type, ctypes.sizeof(arg_type), offset, dtype=_np_dtype(scalar), shape=shape
+        )
+    ctype = getattr(arg_type, "_type_", None)
+    if isinstance(ctype, type) and issubclass(ctype, ctypes._SimpleCData):
+        kind = ParamKind.BOOL if ctype is ctypes.c_bool else ParamKind.SCALAR
+        return ParamSpec(name, kind, ctype, ctypes.sizeof(ctype), offset, dtype=_np_dtype(arg_type))
+    ctype = getattr(arg_type, "ctype", None) or getattr(arg_type, "_ctype_", None)
+    if isinstance(ctype, type) and hasattr(ctype, "_fields_"):
+        return ParamSpec(name, ParamKind.OPAQUE, ctype, ctypes.sizeof(ctype), offset)
+    return ParamSpec(name, ParamKind.OPAQUE, None, 0, offset)
+
+
+def _type_name(dtype: Any) -> str:
+    return getattr(dtype, "__name__", str(dtype))
+
+
+def replay_config(cmd: Any) -> tuple[Any, str, int, int]:
+    """``(kernel, device, block_dim, max_blocks)`` of a ``wp.Launch`` command."""
+    return cmd.kernel, str(cmd.device), int(cmd.block_dim), int(cmd.max_blocks)
+
+
+_struct_field_cache: dict[type, tuple[tuple[int, int], ...]] = {}
+
+
+def struct_param_slices(struct_type: type) -> tuple[tuple[int, int], ...]:
+    """``(offset, size)`` of each field of a ctypes Structure (an ArgsStruct of a CPU launch)."""
+    slices = _struct_field_cache.get(struct_type)
+    if slices is None:
+        slices = tuple(
+            (getattr(struct_type, name).offset, getattr(struct_type, name).size) for name, _ in struct_type._fields_
+        )
+        _struct_field_cache[struct_type] = slices
+    return slices
+
+
+# --------------------------------------------------------------------------------------
+# Captures and graphs
+# --------------------------------------------------------------------------------------
+
+
+def scoped_capture(device: Any, **options: Any) -> Any:
+    """A real ``wp.ScopedCapture`` on ``device`` with the caller's options."""
+    return wp.ScopedCapture(device=device, **options)
+
+
+def capture_launch(graph: Any, stream: Any = None) -> None:
+    wp.capture_launch(graph, stream=stream)
+
+
+def capture_in_progress(device: Any) -> bool:
+    """Whether a Warp capture is open on ``device`` (its current stream for CUDA)."""
+    device = _context.runtime.get_device(device)
+    if device.is_cpu:
+        return _context.runtime._apic_capture is not None
+    return bool(device.captures)
+
+
+def abort_capture(device: Any) -> None:
+    """End a capture a failed block left open, discarding its graph."""
+    device = _context.runtime.get_device(device)
+    if capture_in_progress(device):
+        try:
+            wp.capture_end(device=device)
+        except Exception:  # the capture was already invalid: ending it is all we want
+            pass
+
+
+def graph_handle(graph: Any) -> int | None:
+    """The raw ``cudaGraph_t`` of a Warp Graph, or None (CPU graphs, external captures)."""
+    handle = getattr(graph, "graph", None)
+    if isinstance(handle, ctypes.c_void_p):
+        return handle.value
+    return None
+
+
+def graph_device(graph: Any) -> Any:
+    return getattr(graph, "device", None)
+
+
+def graph_module_execs(graph: Any) -> list[Any]:
+    return list(getattr(graph, "module_execs", ()) or ())
+
+
+def cuda_function_map(graph: Any) -> dict[int, tuple[str, bool]]:
+    """CUfunction handle -> (kernel name, adjoint) for every kernel a graph retains."""
+    out: dict[int, tuple[str, bool]] = {}
+    for module_exec in graph_module_execs(graph):
+        for name, hooks in getattr(module_exec, "kernel_hooks", {}).items():
+            if isinstance(hooks.forward, int):
+                out[hooks.forward] = (str(name), False)
+            if isinstance(hooks.backward, int):
+                out[hooks.backward] = (str(name), True)
+    return out
+
+
+def kernel_function(kernel: Any, device: Any, block_dim: int, adjoint: bool = False) -> int | None:
+    """The CUfunction a launch of ``kernel`` at ``block_dim`` uses on a CUDA device."""
+    device = _context.runtime.get_device(device)
+    if not device.is_cuda:
+        return None
+    module_exec = kernel.module.load(device, block_dim)
+    hooks = module_exec.get_kernel_hooks(kernel)
+    handle = hooks.backward if adjoint else hooks.forward
+    return int(handle) if handle else None
+
+
+def kernel_launch_hooks(kernel: Any, device: Any, block_dim: int) -> tuple[int, int, int]:
+    """``(forward smem bytes, backward smem bytes, cluster dim)`` of a loaded CUDA kernel."""
+    device = _context.runtime.get_device(device)
+    module_exec = kernel.module.load(device, block_dim)
+    hooks = module_exec.get_kernel_hooks(kernel)
+    return int(hooks.forward_smem_bytes or 0), int(hooks.backward_smem_bytes or 0), int(hooks.cluster_dim or 1)
+
+
+def graph_is_cpu(graph: Any) -> bool:
+    device = graph_device(graph)
+    return bool(device is not None and device.is_cpu)
+
+
+def resolve_overload(kernel: Any, inputs: Any, outputs: Any) -> Any:
+    """The concrete overload a launch of a generic kernel ran (the kernel itself otherwise)."""
+    if not getattr(kernel, "is_generic", False):
+        return kernel
+    try:
+        return kernel._add_normalized_overload(kernel.infer_argument_types([*(inputs or ()), *(outputs or ())]))
+    except Exception:  # Warp's own launch raised already or will raise; keep the generic one
+        return kernel
+
+
+def device_of_stream(handle: int | None) -> str | None:
+    """The device a CUDA stream handle belongs to, or None when it is unknown."""
+    if not handle:
+        return None
+    for device in _context.runtime.cuda_devices:
+        for stream in (device.null_stream, device.stream):
+            if stream_handle(stream) == handle:
+                return str(device)
+    return str(_context.runtime.get_device(None))

@@ -1,0 +1,287 @@
+"""The buffers a producer owns, and which of them holds a given address.
+
+:func:`buffers_of` collects every Warp array reachable from a producer (a simulator,
+an environment, a closure) into a :class:`BufferSet` labelled by path
+(``sim.state.x``); :meth:`BufferSet.locate` then says which buffer, and at which
+offset, holds an address. Nested ranges (a view inside its base, a struct's array
+inside a pooled allocation) resolve to the innermost buffer.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import heapq
+import types
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import _warp
+
+__all__ = ["Buffer", "BufferSet", "buffers_of"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Buffer:
+    """One labelled address range ``[start, end)``."""
+
+    start: int
+    end: int
+    label: str
+
+    @property
+    def nbytes(self) -> int:
+        return self.end - self.start
+
+
+class BufferSet:
+    """Labelled address ranges that addresses can be located in.
+
+    Adding is O(1); the first look-up after a change builds the index in O(n log n);
+    each :meth:`locate` is then one binary search, O(log n). Where ranges nest or
+    overlap, an address belongs to the smallest range that holds it (the first added
+    among equal ones).
+
+    Example::
+
+        owned = gc.BufferSet().add(x, "x").add(v, "v")
+        owned.locate(x.ptr + 8)     # ("x", 8)
+    """
+
+    def __init__(self, buffers: Iterable[Buffer] = ()) -> None:
+        self._buffers: list[Buffer] = list(buffers)
+        self._starts: list[int] = []
+        self._ends: list[int] = []
+        self._owners: list[Buffer] = []
+        self._dirty = True
+
+    @classmethod
+    def of(cls, arrays: Iterable[Any], label: str = "") -> BufferSet:
+        """A set of the given arrays, each labelled ``label`` (or described by its dtype and shape)."""
+        out = cls()
+        for arr in arrays:
+            out.add(arr, label)
+        return out
+
+    def add(self, array: Any, label: str = "") -> BufferSet:
+        """Add an array's addressable range (a null or empty array is ignored).
+
+        Args:
+            array: a ``wp.array`` (or indexed array: its data array counts).
+            label: what to call it (default: its dtype, shape and device).
+
+        Returns:
+            The set itself, so that calls chain.
+        """
+        span = _warp.array_range(array)
+        if span is not None:
+            self.add_range(span[0], span[1], label or _warp.array_label(array))
+        return self
+
+    def add_range(self, start: int, end: int, label: str) -> BufferSet:
+        """Add the range ``[start, end)`` under ``label``."""
+        start, end = int(start), int(end)
+        if end <= start:
+            raise ValueError(f"an address range must not be empty: got [{start:#x}, {end:#x}) for {label!r}")
+        self._buffers.append(Buffer(start, end, label))
+        self._dirty = True
+        return self
+
+    def update(self, other: BufferSet) -> BufferSet:
+        """Add every range of another set."""
+        self._buffers.extend(other._buffers)
+        self._dirty = True
+        return self
+
+    # -- index ----------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        # Sweep the range boundaries in address order, keeping the ranges open at each
+        # point in a heap keyed by size (then insertion order): each elementary segment
+        # between two boundaries belongs to the smallest open range. Ranges that end are
+        # dropped lazily when they surface at the top of the heap.
+        events: list[int] = []
+        for b in self._buffers:
+            events.append(b.start)
+            events.append(b.end)
+        points = sorted(set(events))
+        order = sorted(range(len(self._buffers)), key=lambda i: self._buffers[i].start)
+        heap: list[tuple[int, int, Buffer]] = []
+        starts: list[int] = []
+        ends: list[int] = []
+        owners: list[Buffer] = []
+        k = 0
+        for left, right in zip(points, points[1:]):
+            while k < len(order) and self._buffers[order[k]].start <= left:
+                b = self._buffers[order[k]]
+                heapq.heappush(heap, (b.end - b.start, order[k], b))
+                k += 1
+            while heap and heap[0][2].end <= left:
+                heapq.heappop(heap)
+            if not heap:
+                continue
+            owner = heap[0][2]
+            if owners and owners[-1] is owner and ends[-1] == left:
+                ends[-1] = right  # merge with the previous segment of the same buffer
+            else:
+                starts.append(left)
+                ends.append(right)
+                owners.append(owner)
+        self._starts, self._ends, self._owners = starts, ends, owners
+        self._dirty = False
+
+    def locate(self, ptr: int) -> tuple[str, int] | None:
+        """``(label, byte offset)`` of the innermost buffer holding ``ptr``, else None."""
+        if self._dirty:
+            self._build()
+        i = bisect.bisect_right(self._starts, ptr) - 1
+        if i >= 0 and ptr < self._ends[i]:
+            owner = self._owners[i]
+            return owner.label, ptr - owner.start
+        return None
+
+    def buffer_at(self, ptr: int) -> Buffer | None:
+        """The innermost :class:`Buffer` holding ``ptr``, else None."""
+        if self._dirty:
+            self._build()
+        i = bisect.bisect_right(self._starts, ptr) - 1
+        if i >= 0 and ptr < self._ends[i]:
+            return self._owners[i]
+        return None
+
+    def __contains__(self, ptr: object) -> bool:
+        return isinstance(ptr, int) and self.locate(ptr) is not None
+
+    def __len__(self) -> int:
+        return len(self._buffers)
+
+    def __iter__(self) -> Iterator[Buffer]:
+        return iter(sorted(self._buffers, key=lambda b: (b.start, -b.end)))
+
+    def labels(self) -> list[str]:
+        """Every buffer's label, in address order."""
+        return [b.label for b in self]
+
+    def __repr__(self) -> str:
+        return f"BufferSet({len(self)} buffers)"
+
+
+# Never entered: plain values, code, modules, numpy data.
+_LEAVES = (
+    str, bytes, bytearray, int, float, complex, bool, type(None), type, range,
+    types.ModuleType, types.BuiltinFunctionType, types.CodeType, types.FrameType,
+    np.ndarray, np.generic,
+)  # fmt: skip
+
+
+def buffers_of(
+    *objects: Any, root: str | Sequence[str] | None = None, max_depth: int = 12
+) -> BufferSet:
+    """Every Warp array reachable from ``objects``, labelled by the path to it.
+
+    The walk goes through attributes (``__dict__`` and ``__slots__``), dataclass fields,
+    ``@wp.struct`` fields, mappings, sequences and sets, the variables a function closes
+    over and the object a bound method is bound to, up to ``max_depth`` levels; each
+    array's gradient is collected too (``<path>.grad``). It never enters Warp's own
+    objects other than arrays and structs (devices, streams, kernels, graphs), modules,
+    types, a function's globals, or numpy data, and visits each object once, so cycles
+    are safe.
+
+    Args:
+        objects: the producer and anything else it runs on.
+        root: the label of each object: one string for one object, one per object, or
+            None for ``obj0``, ``obj1``...
+        max_depth: how many levels deep to look.
+
+    Returns:
+        A :class:`BufferSet` with labels like ``"sim.state.x"`` and ``"sim.buffers[2]"``.
+
+    Raises:
+        TypeError: when ``root`` does not give one label per object.
+    """
+    if isinstance(root, str):
+        roots = [root] if len(objects) == 1 else [f"{root}{i}" for i in range(len(objects))]
+    elif root is None:
+        roots = [f"obj{i}" for i in range(len(objects))]
+    else:
+        roots = [str(r) for r in root]
+        if len(roots) != len(objects):
+            raise TypeError(f"buffers_of() got {len(objects)} object(s) but {len(roots)} root label(s): {roots!r}")
+    out = BufferSet()
+    seen: set[int] = set()
+    is_array = _warp.is_array
+    is_struct = _warp.is_struct_instance
+
+    def add_array(arr: Any, path: str) -> None:
+        if id(arr) in seen:
+            return
+        seen.add(id(arr))
+        out.add(arr, path)
+        grad = _warp.array_grad(arr)
+        if grad is not None:
+            add_array(grad, f"{path}.grad")
+        data = getattr(arr, "data", None)  # an indexed array's base
+        if data is not None and is_array(data):
+            add_array(data, f"{path}.data")
+
+    # An explicit stack (not recursion): deep object graphs must not hit the recursion limit.
+    stack: list[tuple[Any, str, int]] = [(obj, name, 0) for obj, name in zip(objects, roots)][::-1]
+    while stack:
+        obj, path, depth = stack.pop()
+        if is_array(obj):
+            add_array(obj, path)
+            continue
+        if depth > max_depth or isinstance(obj, _LEAVES) or id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        children: list[tuple[Any, str]] = []
+        if is_struct(obj):
+            children = [(getattr(obj, f, None), f"{path}.{f}") for f in _warp.struct_fields(obj) or ()]
+        elif _warp.is_warp_object(obj):
+            continue
+        elif isinstance(obj, types.MethodType):
+            children = [(obj.__self__, path)]
+        elif isinstance(obj, types.FunctionType):
+            for name, cell in zip(obj.__code__.co_freevars, obj.__closure__ or ()):
+                try:
+                    children.append((cell.cell_contents, f"{path}.<{name}>"))
+                except ValueError:  # an empty cell
+                    pass
+        elif isinstance(obj, Mapping):
+            children = [(v, f"{path}[{k!r}]") for k, v in list(obj.items())]
+        elif isinstance(obj, (list, tuple)):
+            children = [(v, f"{path}[{i}]") for i, v in enumerate(obj)]
+        elif isinstance(obj, (set, frozenset)):
+            children = [(v, f"{path}{{{i}}}") for i, v in enumerate(obj)]
+        else:
+            children = [(v, f"{path}.{k}") for k, v in _attributes(obj)]
+        stack.extend((child, name, depth + 1) for child, name in reversed(children))
+    return out
+
+
+def _attributes(obj: Any) -> list[tuple[str, Any]]:
+    attrs: dict[str, Any] = {}
+    if dataclasses.is_dataclass(obj):
+        for f in dataclasses.fields(obj):
+            try:
+                attrs[f.name] = getattr(obj, f.name)
+            except AttributeError:
+                pass
+    d = getattr(obj, "__dict__", None)
+    if isinstance(d, dict):
+        for k, v in d.items():
+            attrs.setdefault(str(k), v)
+    for cls in type(obj).__mro__:
+        slots = cls.__dict__.get("__slots__", ())
+        if isinstance(slots, str):
+            slots = (slots,)
+        for slot in slots:
+            if slot in ("__dict__", "__weakref__") or slot in attrs:
+                continue
+            try:
+                attrs[slot] = getattr(obj, slot)
+            except AttributeError:
+                pass
+    return list(attrs.items())

@@ -1,0 +1,279 @@
+"""Stage 2 of the pipeline: compare two recorded calls, operation by operation.
+
+The two operation sequences are aligned first (common prefix and suffix, then a
+longest-matching-blocks alignment of what is left), so one extra or missing launch is
+one difference, not a mismatch at every later position. Each aligned pair is then
+compared field by field: launch dimensions, block size, stream, and every argument by
+name, arrays by the buffer they point into.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .params import ArrayRef, values_equal
+
+if TYPE_CHECKING:
+    from .buffers import BufferSet
+    from .record import LaunchRecord, LaunchTrace
+
+__all__ = ["Difference", "align", "compare_traces", "topology_keys"]
+
+# Above this many unmatched operations on each side, the alignment falls back to
+# pairing by position: difflib's matcher is quadratic in the worst case.
+_ALIGN_LIMIT = 4000
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One way in which two recorded calls differ.
+
+    Attributes:
+        what: ``"missing"`` (only in the first call), ``"extra"`` (only in the second),
+            ``"kernel"`` (another operation at this position), ``"dim"``,
+            ``"block_dim"``, ``"max_blocks"``, ``"stream"`` or ``"arg"``.
+        index_a: the operation's index in the first trace (None for ``"extra"``).
+        index_b: its index in the second trace (None for ``"missing"``).
+        record_a: the first trace's record, if any.
+        record_b: the second trace's record, if any.
+        arg: the argument's name, for ``"arg"``.
+        value_a: the value in the first call.
+        value_b: the value in the second call.
+        where_a: for arrays, where the first value points (``"sim.x+0"``), else None.
+        where_b: the same for the second value.
+    """
+
+    what: str
+    index_a: int | None
+    index_b: int | None
+    record_a: LaunchRecord | None
+    record_b: LaunchRecord | None
+    arg: str | None = None
+    value_a: Any = None
+    value_b: Any = None
+    where_a: str | None = None
+    where_b: str | None = None
+
+    @property
+    def record(self) -> LaunchRecord:
+        """The record the difference is about (the second call's where there is one)."""
+        record = self.record_b or self.record_a
+        assert record is not None
+        return record
+
+    @property
+    def is_array(self) -> bool:
+        return isinstance(self.value_a, ArrayRef) or isinstance(self.value_b, ArrayRef)
+
+    def position(self) -> str:
+        """``#3`` when both calls agree on the index, else ``#3/#4``."""
+        a, b = self.index_a, self.index_b
+        if a is None:
+            return f"#{b} (second call only)"
+        if b is None:
+            return f"#{a} (first call only)"
+        return f"#{a}" if a == b else f"#{a}/#{b}"
+
+    def values(self) -> str:
+        """Both values, with the difference for numbers: ``0.01 vs 0.02 (Δ +0.01)``."""
+        return describe_values(self.value_a, self.value_b, self.where_a, self.where_b)
+
+    def describe(self) -> str:
+        """One readable line: position, operation, call site, what differs, both values."""
+        record = self.record
+        head = f"{self.position()} {record.kernel}{' (adjoint)' if record.adjoint else ''} at {record.site.short}"
+        if self.what == "missing":
+            return f"{head}: only in the first call"
+        if self.what == "extra":
+            return f"{head}: only in the second call"
+        if self.what == "kernel":
+            assert self.record_a is not None and self.record_b is not None
+            return f"{head}: {self.record_a.kernel} in the first call, {self.record_b.kernel} in the second"
+        name = f"argument {self.arg!r}" if self.what == "arg" else self.what
+        return f"{head}: {name} {self.values()}"
+
+
+def describe_values(a: Any, b: Any, where_a: str | None = None, where_b: str | None = None) -> str:
+    """``a vs b``, with ``(Δ ...)`` for two numbers and buffer names for arrays."""
+    if isinstance(a, ArrayRef) or isinstance(b, ArrayRef):
+        left = f"{a} ({where_a})" if where_a else str(a)
+        right = f"{b} ({where_b})" if where_b else str(b)
+        if isinstance(a, ArrayRef) and isinstance(b, ArrayRef) and a.ptr and b.ptr and a.ptr != b.ptr:
+            return f"{left} vs {right} (Δ {b.ptr - a.ptr:+#x})"
+        return f"{left} vs {right}"
+    text = f"{a!r} vs {b!r}"
+    if _is_number(a) and _is_number(b):
+        delta = b - a
+        if isinstance(delta, float):
+            return f"{text} (Δ {delta:+.6g})"
+        return f"{text} (Δ {delta:+d})"
+    return text
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+
+
+def align(a: Sequence[Any], b: Sequence[Any]) -> list[tuple[int | None, int | None]]:
+    """Pair the positions of two key sequences: ``(i, j)``, ``(i, None)`` or ``(None, j)``.
+
+    Equal keys are paired in order; a replaced run is paired position by position (the
+    surplus left unpaired).
+    """
+    n, m = len(a), len(b)
+    if n == m and all(x == y for x, y in zip(a, b)):
+        return list(zip(range(n), range(m)))
+    head = 0
+    while head < n and head < m and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < n - head and tail < m - head and a[n - 1 - tail] == b[m - 1 - tail]:
+        tail += 1
+    pairs: list[tuple[int | None, int | None]] = [(i, i) for i in range(head)]
+    mid_a, mid_b = a[head : n - tail], b[head : m - tail]
+    if len(mid_a) <= _ALIGN_LIMIT and len(mid_b) <= _ALIGN_LIMIT:
+        ops = difflib.SequenceMatcher(None, mid_a, mid_b, autojunk=False).get_opcodes()
+    else:
+        ops = [("replace", 0, len(mid_a), 0, len(mid_b))]
+    for op, i1, i2, j1, j2 in ops:
+        if op == "equal":
+            pairs.extend((head + i, head + j) for i, j in zip(range(i1, i2), range(j1, j2)))
+            continue
+        common = min(i2 - i1, j2 - j1) if op == "replace" else 0
+        pairs.extend((head + i1 + k, head + j1 + k) for k in range(common))
+        pairs.extend((head + i, None) for i in range(i1 + common, i2))
+        pairs.extend((None, head + j) for j in range(j1 + common, j2))
+    pairs.extend((n - tail + k, m - tail + k) for k in range(tail))
+    return pairs
+
+
+def _where(trace: LaunchTrace, record: LaunchRecord, ptr: int, buffers: BufferSet | None) -> tuple[Any, str | None]:
+    """``(comparable location, readable location)`` of an address."""
+    if not ptr:
+        return 0, None
+    if buffers is not None:
+        hit = buffers.locate(ptr)
+        if hit is not None:
+            return hit, f"{hit[0]}+{hit[1]}"
+    alloc = trace.allocation_at(ptr, record.seq)
+    if alloc is not None:
+        offset = ptr - alloc.start
+        return ("<allocated>", alloc.site.short, offset), f"allocated at {alloc.site.short}+{offset}"
+    if buffers is not None:
+        return "<foreign>", "foreign"
+    return ptr, None
+
+
+def _array_key(trace: LaunchTrace, record: LaunchRecord, ref: ArrayRef, buffers: BufferSet | None) -> tuple[Any, ...]:
+    return (
+        _where(trace, record, ref.ptr, buffers)[0],
+        ref.shape,
+        ref.strides,
+        _where(trace, record, ref.grad, buffers)[0],
+    )
+
+
+def topology_keys(
+    trace: LaunchTrace, buffers: BufferSet | None = None, *, scalars: bool = True, streams: bool = False
+) -> list[tuple[Any, ...]]:
+    """One comparable key per record of ``trace`` (see :meth:`LaunchTrace.topology`)."""
+    keys = []
+    for record in trace.records:
+        args = []
+        for name, value in record.args.items():
+            if isinstance(value, ArrayRef):
+                args.append((name, _array_key(trace, record, value, buffers)))
+            elif scalars:
+                args.append((name, _canonical(value)))
+        key: tuple[Any, ...] = (record.kind, record.kernel, record.adjoint, record.dim, record.block_dim, tuple(args))
+        if streams:
+            key += (record.stream,)
+        keys.append(key)
+    return keys
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, float) and value != value:
+        return "nan"
+    if isinstance(value, tuple):
+        return tuple(_canonical(v) for v in value)
+    return value
+
+
+def compare_records(
+    trace_a: LaunchTrace,
+    trace_b: LaunchTrace,
+    i: int,
+    j: int,
+    buffers: BufferSet | None = None,
+    *,
+    scalars: bool = True,
+    streams: bool = False,
+) -> list[Difference]:
+    """Every difference between record ``i`` of ``trace_a`` and record ``j`` of ``trace_b``."""
+    ra, rb = trace_a.records[i], trace_b.records[j]
+    if ra.identity() != rb.identity():
+        return [Difference("kernel", i, j, ra, rb)]
+    out: list[Difference] = []
+    if ra.dim != rb.dim:
+        out.append(Difference("dim", i, j, ra, rb, "dim", ra.dim, rb.dim))
+    if ra.block_dim != rb.block_dim:
+        out.append(Difference("block_dim", i, j, ra, rb, "block_dim", ra.block_dim, rb.block_dim))
+    if ra.max_blocks != rb.max_blocks:
+        out.append(Difference("max_blocks", i, j, ra, rb, "max_blocks", ra.max_blocks, rb.max_blocks))
+    if streams and ra.stream != rb.stream:
+        out.append(Difference("stream", i, j, ra, rb, "stream", ra.stream, rb.stream))
+    # Same bytes, same arguments: the common case costs one comparison.
+    if ra.kind == "launch" and ra.param_bytes[1:] == rb.param_bytes[1:]:
+        return out
+    args_a, args_b = ra.args, rb.args
+    for name in dict.fromkeys([*args_a, *args_b]):
+        va, vb = args_a.get(name), args_b.get(name)
+        if isinstance(va, ArrayRef) or isinstance(vb, ArrayRef):
+            if not (isinstance(va, ArrayRef) and isinstance(vb, ArrayRef)):
+                out.append(Difference("arg", i, j, ra, rb, name, va, vb))
+                continue
+            if va == vb and buffers is None:
+                continue
+            for field, pa, pb in (("", va.ptr, vb.ptr), (".grad", va.grad, vb.grad)):
+                loc_a, text_a = _where(trace_a, ra, pa, buffers)
+                loc_b, text_b = _where(trace_b, rb, pb, buffers)
+                if loc_a != loc_b or (not field and (va.shape, va.strides) != (vb.shape, vb.strides)):
+                    shown_a = va if not field else ArrayRef(pa, 0)
+                    shown_b = vb if not field else ArrayRef(pb, 0)
+                    out.append(Difference("arg", i, j, ra, rb, name + field, shown_a, shown_b, text_a, text_b))
+        elif scalars and not values_equal(va, vb):
+            out.append(Difference("arg", i, j, ra, rb, name, va, vb))
+    return out
+
+
+def compare_traces(
+    a: LaunchTrace,
+    b: LaunchTrace,
+    buffers: BufferSet | None = None,
+    *,
+    scalars: bool = True,
+    streams: bool = False,
+) -> list[Difference]:
+    """Every difference between two traces, after aligning their operations.
+
+    Args:
+        a: the first (reference) trace.
+        b: the second trace.
+        buffers: owned buffers; addresses then compare by ``(buffer, offset)``.
+        scalars: whether scalar arguments count.
+        streams: whether streams count.
+    """
+    pairs = align([r.identity() for r in a.records], [r.identity() for r in b.records])
+    out: list[Difference] = []
+    for i, j in pairs:
+        if i is None:
+            out.append(Difference("extra", None, j, None, b.records[j]))  # type: ignore[index]
+        elif j is None:
+            out.append(Difference("missing", i, None, a.records[i], None))
+        else:
+            out.extend(compare_records(a, b, i, j, buffers, scalars=scalars, streams=streams))
+    return out

@@ -1,0 +1,318 @@
+"""Kernel parameter blocks: their layout, and the values inside them.
+
+A Warp kernel launch passes one parameter block: the launch bounds, then every
+argument by value, as Warp packs it (arrays as ``array_t`` descriptors, structs as
+their ctypes image, scalars, vectors and matrices as their bytes). A CUDA graph bakes
+exactly these bytes into each kernel node.
+
+This module is pure data: :class:`ParamSpec` trees (built from a kernel by
+:func:`graphcheck._warp.kernel_layout`), a decoder from bytes back to named values
+(:func:`decode`), the name of the field that holds a given byte (:func:`field_at`),
+and the launch configuration the CUDA driver receives for a launch
+(:func:`expected_cuda_config`, Warp's own formula, which Warp computes in C++).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "ArrayRef",
+    "ParamKind",
+    "ParamSpec",
+    "decode",
+    "expected_cuda_config",
+    "field_at",
+    "values_equal",
+]
+
+
+class ParamKind(enum.Enum):
+    """How a parameter (or struct field) is laid out."""
+
+    BOUNDS = "bounds"
+    ARRAY = "array"
+    INDEXED_ARRAY = "indexedarray"
+    STRUCT = "struct"
+    SCALAR = "scalar"
+    BOOL = "bool"
+    HALF = "float16"
+    BFLOAT16 = "bfloat16"
+    VECTOR = "vector"
+    HALF_VECTOR = "float16 vector"
+    OPAQUE = "opaque"
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One parameter of a kernel, or one field of a struct parameter.
+
+    Attributes:
+        name: the argument's name (``"dt"``), a struct field's name (``"gravity"``), or
+            ``"dim"`` for the launch bounds.
+        kind: how its bytes are laid out.
+        ctype: the ctypes class Warp packs it as.
+        size: its size in bytes.
+        offset: its offset inside the enclosing struct (0 for a parameter).
+        elem_size: bytes per element, for arrays.
+        dtype: the element type's name for arrays; the numpy dtype for scalars and vectors.
+        shape: the shape of a vector or matrix.
+        children: struct fields (or the ``data`` array of an indexed array).
+    """
+
+    name: str
+    kind: ParamKind
+    ctype: Any
+    size: int
+    offset: int = 0
+    elem_size: int = 0
+    dtype: Any = None
+    shape: tuple[int, ...] = ()
+    children: tuple[ParamSpec, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class ArrayRef:
+    """An array argument as a kernel sees it.
+
+    Attributes:
+        ptr: address of its first element (0 for a null array).
+        nbytes: bytes from the lowest to one past the highest address it may touch.
+        shape: its shape.
+        strides: its strides, in bytes.
+        grad: address of its gradient (0 when it has none).
+        dtype: its element type's name, where known.
+    """
+
+    ptr: int
+    nbytes: int
+    shape: tuple[int, ...] = ()
+    strides: tuple[int, ...] = ()
+    grad: int = 0
+    dtype: str = ""
+
+    @property
+    def start(self) -> int:
+        """The lowest address the array may touch (below ``ptr`` for negative strides)."""
+        low = sum((s - 1) * st for s, st in zip(self.shape, self.strides) if st < 0 and s > 0)
+        return self.ptr + low
+
+    def __str__(self) -> str:
+        shape = ", ".join(str(s) for s in self.shape)
+        kind = f"{self.dtype}[{shape}]" if self.dtype else f"[{shape}]"
+        return f"{kind} @ {self.ptr:#x}" if self.ptr else f"{kind} @ null"
+
+
+def _array_ref(spec: ParamSpec, raw: bytes) -> ArrayRef:
+    value = spec.ctype.from_buffer_copy(raw)
+    ndim = int(value.ndim)
+    shape = tuple(int(s) for s in value.shape[:ndim])
+    strides = tuple(int(s) for s in value.strides[:ndim])
+    if not shape or 0 in shape:
+        nbytes = 0
+    else:
+        nbytes = sum((s - 1) * abs(st) for s, st in zip(shape, strides)) + spec.elem_size
+    return ArrayRef(int(value.data), nbytes, shape, strides, int(value.grad), str(spec.dtype or ""))
+
+
+def _scalar(spec: ParamSpec, raw: bytes) -> Any:
+    if spec.kind is ParamKind.HALF:
+        return float(np.frombuffer(raw, dtype=np.float16)[0])
+    if spec.kind is ParamKind.BFLOAT16:
+        bits = int.from_bytes(raw[:2], "little") << 16
+        return float(np.frombuffer(bits.to_bytes(4, "little"), dtype=np.float32)[0])
+    if spec.kind is ParamKind.BOOL:
+        return bool(raw[0])
+    value = spec.ctype.from_buffer_copy(raw).value
+    if isinstance(value, float):
+        return _shortest(value, spec.size)
+    return int(value)
+
+
+def _shortest(value: float, size: int) -> float:
+    # A float32 read into a Python float prints as 0.009999999776482582; its shortest
+    # float32 representation (0.01) names the same bits and reads as the user wrote it.
+    if size == 4 and value == value:
+        return float(str(np.float32(value)))
+    return float(value)
+
+
+def _vector(spec: ParamSpec, raw: bytes) -> tuple[Any, ...]:
+    dtype = np.float16 if spec.kind is ParamKind.HALF_VECTOR else spec.dtype
+    if dtype is None:
+        return tuple(spec.ctype.from_buffer_copy(raw))
+    values = np.frombuffer(raw, dtype=dtype)
+    items = [float(str(v)) if values.dtype.kind == "f" and v == v else v.item() for v in values]
+    if len(spec.shape) == 2:
+        rows, cols = spec.shape
+        return tuple(tuple(items[r * cols : (r + 1) * cols]) for r in range(rows))
+    return tuple(items)
+
+
+def _walk(spec: ParamSpec, raw: bytes, prefix: str) -> Iterator[tuple[str, Any]]:
+    name = f"{prefix}{spec.name}"
+    kind = spec.kind
+    if kind is ParamKind.ARRAY:
+        yield name, _array_ref(spec, raw)
+    elif kind is ParamKind.INDEXED_ARRAY:
+        data = spec.children[0]
+        yield name, _array_ref(data, raw[: data.size])
+        value = spec.ctype.from_buffer_copy(raw)
+        for i, ptr in enumerate(value.indices):
+            if ptr:
+                yield f"{name}.indices[{i}]", ArrayRef(int(ptr), 0)
+    elif kind is ParamKind.STRUCT:
+        for child in spec.children:
+            yield from _walk(child, raw[child.offset : child.offset + child.size], f"{name}.")
+    elif kind in (ParamKind.VECTOR, ParamKind.HALF_VECTOR):
+        yield name, _vector(spec, raw)
+    elif kind in (ParamKind.SCALAR, ParamKind.BOOL, ParamKind.HALF, ParamKind.BFLOAT16):
+        yield name, _scalar(spec, raw)
+    else:
+        yield name, raw.hex()
+
+
+def decode(layout: Sequence[ParamSpec], params: Sequence[bytes]) -> dict[str, Any]:
+    """Every argument of a parameter block by name, struct fields flattened.
+
+    The launch bounds (the first parameter) are left out: they are the launch's ``dim``.
+    Parameters beyond the layout (Warp's hidden extras) come out as ``param<i>`` hex.
+
+    Args:
+        layout: the kernel's parameter layout, launch bounds first.
+        params: the bytes of each parameter, in the same order.
+
+    Returns:
+        ``{"x": ArrayRef(...), "dt": 0.01, "state.gravity": (0.0, -9.8, 0.0), ...}``
+    """
+    out: dict[str, Any] = {}
+    for i, raw in enumerate(params):
+        if i == 0:
+            continue
+        if i < len(layout):
+            for name, value in _walk(layout[i], raw, ""):
+                out[name] = value
+        else:
+            out[f"param{i}"] = raw.hex()
+    return out
+
+
+def launch_dim(spec: ParamSpec, raw: bytes) -> tuple[int, ...]:
+    """The launch dimensions a ``launch_bounds_t`` parameter encodes.
+
+    Extents beyond the kernel's dimensionality, which Warp folds into ``coord_mult``,
+    come back as one trailing extent.
+    """
+    value = spec.ctype.from_buffer_copy(raw)
+    dims = tuple(int(s) for s in value.shape)
+    if int(value.coord_mult) > 1:
+        dims += (int(value.coord_mult),)
+    return dims
+
+
+_ARRAY_FIELDS = ("data", "grad", "shape", "strides", "ndim", "flags")
+
+
+def field_at(layout: Sequence[ParamSpec], index: int, offset: int) -> str:
+    """The name of the field holding byte ``offset`` of parameter ``index``.
+
+    ``field_at(layout, 2, 16)`` on an array parameter ``x`` is ``"x.shape[0]"``; on a
+    struct it descends into the struct's fields. Padding is named ``"<name>+<offset>"``.
+    """
+    if index >= len(layout):
+        return f"param{index}+{offset}"
+    spec = layout[index]
+    return _field_name(spec, offset, "")
+
+
+def _field_name(spec: ParamSpec, offset: int, prefix: str) -> str:
+    name = f"{prefix}{spec.name}"
+    if spec.kind in (ParamKind.ARRAY, ParamKind.BOUNDS) and spec.ctype is not None:
+        for fname, ftype in spec.ctype._fields_:
+            desc = getattr(spec.ctype, fname)
+            if desc.offset <= offset < desc.offset + desc.size:
+                item = ctypes.sizeof(getattr(ftype, "_type_", ftype))
+                if issubclass(ftype, ctypes.Array):
+                    return f"{name}.{fname}[{(offset - desc.offset) // item}]"
+                return f"{name}.{fname}"
+        return f"{name}+{offset}"
+    if spec.kind in (ParamKind.STRUCT, ParamKind.INDEXED_ARRAY):
+        for child in spec.children:
+            if child.offset <= offset < child.offset + child.size:
+                return _field_name(child, offset - child.offset, f"{name}.")
+        if spec.kind is ParamKind.INDEXED_ARRAY:
+            return f"{name}.indices" if offset < spec.size - 16 else f"{name}.shape"
+        return f"{name}+{offset}"
+    if spec.kind in (ParamKind.VECTOR, ParamKind.HALF_VECTOR) and spec.shape:
+        item = max(spec.size // max(math.prod(spec.shape), 1), 1)
+        flat = offset // item
+        if len(spec.shape) == 2:
+            return f"{name}[{flat // spec.shape[1]}][{flat % spec.shape[1]}]"
+        return f"{name}[{flat}]"
+    return name
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, float) and value != value:
+        return "nan"
+    if isinstance(value, tuple):
+        return tuple(_canonical(v) for v in value)
+    return value
+
+
+def values_equal(a: Any, b: Any) -> bool:
+    """Equality of two decoded values, with NaN equal to NaN (also inside vectors)."""
+    if a is b:
+        return True
+    return bool(_canonical(a) == _canonical(b))
+
+
+def expected_cuda_config(
+    dim_size: int, block_dim: int, max_blocks: int = 0, grid_stride: bool = True, cluster_dim: int = 1
+) -> tuple[tuple[int, int, int], tuple[int, int, int]] | None:
+    """Grid and block the CUDA driver receives for a Warp launch, or None for no launch.
+
+    This is Warp's own formula from ``wp_cuda_launch_kernel`` (warp/native/warp.cu),
+    which Warp evaluates in C++ only: a grid-stride kernel gets a 1-D grid of
+    ``min(ceil(n / block), max_blocks or 2**31 - 1)`` blocks; a lean kernel
+    (``grid_stride=False``) a 3-D grid capped at ``2**24 / block`` by 65535 by 65535.
+
+    Args:
+        dim_size: total threads (the launch bounds' ``size``).
+        block_dim: threads per block (0 or less: Warp's default, 256).
+        max_blocks: the launch's ``max_blocks`` (0: no cap).
+        grid_stride: whether the kernel uses a grid-stride loop.
+        cluster_dim: thread-block cluster size of the kernel.
+
+    Returns:
+        ``((gx, gy, gz), (bx, by, bz))``, or None when ``dim_size`` is 0 (Warp then
+        enqueues nothing).
+    """
+    if block_dim <= 0:
+        block_dim = 256
+    if dim_size <= 0:
+        return None
+    if grid_stride:
+        natural = (dim_size + block_dim - 1) // block_dim
+        natural = ((natural + 2**31) % 2**32) - 2**31  # Warp stores the count in a C int
+        cap = max_blocks if max_blocks > 0 else 2**31 - 1
+        grid = natural if 0 <= natural <= cap else cap
+        if cluster_dim > 1 and grid > 0 and grid != natural:
+            grid = grid // cluster_dim * cluster_dim
+        return (max(grid, 1), 1, 1), (block_dim, 1, 1)
+    total = (dim_size + block_dim - 1) // block_dim
+    max_x = (1 << 24) // block_dim
+    if cluster_dim > 1:
+        max_x = (max_x // cluster_dim) * cluster_dim or cluster_dim
+    gx = min(total, max_x) or 1
+    rest = (total + gx - 1) // gx
+    gy = min(rest, 65535) or 1
+    gz = min((rest + gy - 1) // gy, 65535) or 1
+    return (gx, gy, gz), (block_dim, 1, 1)

@@ -1,0 +1,1 @@
+"""graphcheck's pytest plugin (placeholder until the plugin lands)."""

@@ -1,0 +1,593 @@
+"""Stage 1 of the pipeline: record every operation Warp enqueues.
+
+:func:`trace_launches` records, in the current thread or task only, every kernel
+launch (by any path), copy, memset, fill and native helper call Warp enqueues, and
+every allocation made meanwhile. Each operation becomes a :class:`LaunchRecord` that
+keeps the exact parameter bytes Warp passed and decodes them by argument name.
+
+Example::
+
+    import graphcheck as gc
+
+    with gc.trace_launches() as first:
+        sim.step()
+    with gc.trace_launches() as second:
+        sim.step()
+    owned = gc.buffers_of(sim, root="sim")
+    gc.assert_same_topology(first, second, buffers=owned)
+    gc.assert_pointers_within(first, owned)
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from types import CodeType
+from typing import TYPE_CHECKING, Any, NamedTuple, overload
+
+from . import _warp
+from .params import ArrayRef, ParamSpec, decode, launch_dim
+
+if TYPE_CHECKING:
+    from .buffers import BufferSet
+
+__all__ = [
+    "Allocation",
+    "LaunchRecord",
+    "LaunchTrace",
+    "Site",
+    "assert_pointers_within",
+    "assert_same_topology",
+    "trace_launches",
+]
+
+
+class Site(NamedTuple):
+    """Where user code called into Warp: the first frame outside Warp and graphcheck."""
+
+    filename: str
+    lineno: int
+    function: str
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.lineno} in {self.function}"
+
+    @property
+    def short(self) -> str:
+        """``file.py:42``, the file's base name and the line."""
+        name = self.filename.replace("\\", "/").rsplit("/", 1)[-1]
+        return f"{name}:{self.lineno}"
+
+
+UNKNOWN_SITE = Site("<unknown>", 0, "<unknown>")
+
+_sites: dict[tuple[CodeType, int], Site] = {}
+
+
+def site_of(code: CodeType | None, lasti: int) -> Site:
+    """The :class:`Site` of instruction offset ``lasti`` in ``code``.
+
+    Recording keeps a frame's ``f_lasti`` (cheap to read) rather than its ``f_lineno``
+    (which scans the line table); the line is looked up here, once per place.
+    """
+    if code is None:
+        return UNKNOWN_SITE
+    site = _sites.get((code, lasti))
+    if site is None:
+        line = code.co_firstlineno
+        for start, end, number in code.co_lines():
+            if start <= lasti < end and number is not None:
+                line = number
+                break
+        site = _sites[(code, lasti)] = Site(code.co_filename, line, getattr(code, "co_qualname", code.co_name))
+    return site
+
+#: The kinds of operation a record can hold.
+KINDS = ("launch", "copy", "memset", "native")
+
+
+class LaunchRecord:
+    """One operation Warp enqueued: a kernel launch, a copy, a memset or fill, or a
+    native helper (sort, scan, reduction, spatial-structure build).
+
+    Attributes:
+        kind: ``"launch"``, ``"copy"``, ``"memset"`` or ``"native"``.
+        block_dim: threads per block as Warp resolved it (0 when not a launch).
+        max_blocks: the launch's block cap (0: none).
+        stream: the CUDA stream handle it was enqueued on; None on the CPU.
+        device: ``"cpu"``, ``"cuda:0"``, ...
+        adjoint: whether the backward kernel ran.
+        via: the Warp function the user called (``"launch"``, ``"launch_tiled"``,
+            ``"clone"``, ``"assign"``, ``"backward"``...).
+        internal: whether Warp issued it on its own behalf (the copy inside
+            ``wp.clone``, the memset inside ``wp.zeros``).
+        replay: whether it is the replay of a recorded ``wp.Launch`` command.
+        seq: position in the process-wide order of operations and allocations.
+        node: on CUDA inside a capture, ``(graph handle, node handles)`` the operation
+            added to the graph being captured; else None.
+        cuda: on CUDA, the native launch arguments ``(function, dim_size, max_blocks,
+            block_dim, grid_stride, cluster_dim, smem_bytes)``; else None.
+    """
+
+    __slots__ = (
+        "_args",
+        "_code",
+        "_dim",
+        "_kernel",
+        "_layout",
+        "_lasti",
+        "_name",
+        "_params",
+        "adjoint",
+        "block_dim",
+        "cuda",
+        "device",
+        "internal",
+        "kind",
+        "max_blocks",
+        "node",
+        "replay",
+        "seq",
+        "stream",
+        "via",
+    )
+
+    def __init__(
+        self,
+        kind: str,
+        kernel: Any,
+        adjoint: bool,
+        params: list[Any] | tuple[bytes, ...] | None,
+        args: dict[str, Any] | None,
+        device: str,
+        block_dim: int,
+        max_blocks: int,
+        stream: int | None,
+        code: CodeType | None,
+        lasti: int,
+        via: str,
+        internal: bool,
+        seq: int,
+        replay: bool = False,
+        cuda: tuple[int, ...] | None = None,
+        dim: tuple[int, ...] | None = None,
+    ) -> None:
+        # Positional on purpose: while tracing, a record is built for every launch.
+        # `kernel` is a Warp kernel (launches) or a name; `params` the parameter objects
+        # (or bytes) Warp passed, converted to bytes on first use.
+        self.kind = kind
+        if isinstance(kernel, str):
+            self._kernel, self._name = None, kernel
+        else:
+            self._kernel, self._name = kernel, None
+        self.adjoint = adjoint
+        self._params = params
+        self._args = args
+        self.device = device
+        self.block_dim = block_dim
+        self.max_blocks = max_blocks
+        self.stream = stream
+        self._code = code
+        self._lasti = lasti
+        self.via = via
+        self.internal = internal
+        self.seq = seq
+        self.replay = replay
+        self.cuda = cuda
+        self._dim = dim
+        self._layout: tuple[ParamSpec, ...] | None = None
+        self.node: tuple[int, tuple[int, ...]] | None = None
+
+    # -- what -----------------------------------------------------------------------------
+
+    @property
+    def kernel(self) -> str:
+        """``"<module>.<key>"`` of a launch's kernel; ``"wp.copy"``, ``"array.zero_"``,
+        ``"array.fill_"``, or a native helper's name (``"radix_sort_pairs_int_host"``)."""
+        name = self._name
+        if name is None:
+            if self._kernel is not None:
+                name = _warp.kernel_name(self._kernel)
+            elif self.cuda:
+                name = f"<function {self.cuda[0]:#x}>"
+            else:
+                name = "<unknown kernel>"
+            self._name = name
+        return name
+
+    @property
+    def kernel_object(self) -> Any:
+        """The Warp kernel of a launch (None for other operations)."""
+        return self._kernel
+
+    @property
+    def dim(self) -> tuple[int, ...]:
+        """Launch dimensions as the launch bounds Warp passed encode them (a copy: the
+        element count; a memset: the array's size)."""
+        dim = self._dim
+        if dim is None:
+            if self.layout and self._params:
+                dim = launch_dim(self.layout[0], self.param_bytes[0])
+            elif self.cuda:
+                dim = (self.cuda[1],)
+            else:
+                dim = ()
+            self._dim = dim
+        return dim
+
+    @property
+    def param_bytes(self) -> tuple[bytes, ...]:
+        """The exact parameter block Warp passed, one ``bytes`` per parameter.
+
+        The launch bounds come first, then every argument as Warp packed it (then every
+        adjoint argument, for adjoint launches). Empty for copies, memsets and native
+        helpers.
+        """
+        params = self._params
+        if params is None:
+            return ()
+        if type(params) is not tuple:
+            params = self._params = tuple([p if type(p) is bytes else bytes(p) for p in params])
+        return params
+
+    @property
+    def layout(self) -> tuple[ParamSpec, ...]:
+        """The parameter layout of a launch (empty for other operations)."""
+        layout = self._layout
+        if layout is None:
+            kernel = self._kernel
+            layout = _warp.kernel_layout(kernel, self.adjoint) if kernel is not None else ()
+            self._layout = layout
+        return layout
+
+    @property
+    def args(self) -> Mapping[str, Any]:
+        """Every argument by name, decoded from the parameter bytes.
+
+        Arrays are :class:`~graphcheck.ArrayRef` (address, byte extent, shape, strides);
+        scalars are numbers; vectors and matrices are tuples; struct fields are
+        flattened as ``"<argument>.<field>"``. A copy has ``dest``, ``src``,
+        ``dest_offset``, ``src_offset`` and ``count``; a memset ``dest`` and ``value``;
+        a native helper ``arg0``, ``arg1``, ... (its raw argument words).
+        """
+        args = self._args
+        if args is None:
+            args = self._args = decode(self.layout, self.param_bytes) if self._params is not None else {}
+        return args
+
+    def arrays(self) -> Iterator[tuple[str, ArrayRef]]:
+        """``(argument name, ArrayRef)`` of every non-null array argument."""
+        for name, value in self.args.items():
+            if isinstance(value, ArrayRef) and value.ptr:
+                yield name, value
+
+    def pointers(self) -> Iterator[tuple[str, int]]:
+        """``(name, address)`` of every array address the operation hands to the device,
+        gradients included (named ``"<argument>.grad"``)."""
+        for name, ref in self.arrays():
+            yield name, ref.ptr
+            if ref.grad:
+                yield f"{name}.grad", ref.grad
+
+    @property
+    def dest(self) -> ArrayRef | None:
+        """A copy's or memset's destination."""
+        return self.args.get("dest")
+
+    @property
+    def src(self) -> ArrayRef | None:
+        """A copy's source."""
+        return self.args.get("src")
+
+    @property
+    def value(self) -> Any:
+        """A memset's or fill's value."""
+        return self.args.get("value")
+
+    @property
+    def count(self) -> int | None:
+        """A copy's element count."""
+        return self.args.get("count")
+
+    def identity(self) -> tuple[str, str, bool]:
+        """What must match for two operations to be "the same operation": kind, kernel
+        and direction."""
+        return (self.kind, self.kernel, self.adjoint)
+
+    # -- where ----------------------------------------------------------------------------
+
+    @property
+    def site(self) -> Site:
+        """The user's call site: the first frame outside Warp and graphcheck."""
+        code = self._code
+        if code is None:
+            return UNKNOWN_SITE
+        return site_of(code, self._lasti)
+
+    def __str__(self) -> str:
+        what = f"{self.kernel}{' (adjoint)' if self.adjoint else ''}"
+        return f"{self.kind} {what} dim={self.dim} from {self.site.short}"
+
+    def __repr__(self) -> str:
+        return f"<LaunchRecord {self}>"
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """A buffer Warp allocated (or wrapped from host data) while recording.
+
+    Attributes:
+        start: its first address.
+        end: one past its last address.
+        device: where it lives.
+        seq: its place in the order of operations (see :attr:`LaunchRecord.seq`).
+        site: the user's call site.
+        via: the Warp function the user called (``"zeros"``, ``"clone"``, ``"array"``...).
+        how: ``"allocated"``, or ``"wrapped"`` for host memory Warp aliased.
+        label: what it is: ``"float32[64] on cpu"``.
+    """
+
+    start: int
+    end: int
+    device: str
+    seq: int
+    site: Site
+    via: str
+    how: str
+    label: str
+
+    def __contains__(self, ptr: object) -> bool:
+        return isinstance(ptr, int) and self.start <= ptr < self.end
+
+    def __str__(self) -> str:
+        return f"{self.label} {self.how} at {self.site.short}" + (f" (wp.{self.via})" if self.via else "")
+
+
+class LaunchTrace:
+    """The operations recorded in a :func:`trace_launches` block, in order.
+
+    A sequence of :class:`LaunchRecord` (``len``, iteration, indexing). Operations Warp
+    issues on its own behalf (the copy inside ``wp.clone``) are left out unless the
+    trace was made with ``include_warp=True``; allocations are always kept.
+
+    Attributes:
+        include_warp: whether Warp's internal operations are kept.
+        allocations: every :class:`Allocation` made while recording, in order.
+    """
+
+    def __init__(self, *, include_warp: bool = False) -> None:
+        self.include_warp = bool(include_warp)
+        # What the recorder appends: LaunchRecords, and for eager CPU launches (the hot
+        # path) raw tuples that become LaunchRecords when first read (see `records`).
+        self._items: list[Any] = []
+        self.allocations: list[Allocation] = []
+        self._token: Any = None
+        self._alloc_index: tuple[list[int], list[Allocation], list[int]] | None = None
+
+    # -- recording ------------------------------------------------------------------------
+
+    def __enter__(self) -> LaunchTrace:
+        from . import _session
+
+        if self._token is not None:
+            raise RuntimeError("this LaunchTrace is already recording; use a new trace_launches() for a nested trace")
+        self._items = []
+        self.allocations = []
+        self._alloc_index = None
+        self._token = _session.start(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from . import _session
+
+        token, self._token = self._token, None
+        _session.stop(token)
+
+    @property
+    def records(self) -> list[LaunchRecord]:
+        """The recorded operations, in order."""
+        items = self._items
+        for i, item in enumerate(items):
+            if type(item) is tuple:
+                items[i] = _from_raw(item)
+        return items
+
+    @property
+    def recording(self) -> bool:
+        """Whether the trace is recording right now."""
+        return self._token is not None
+
+    # -- sequence -------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[LaunchRecord]:
+        return iter(self.records)
+
+    @overload
+    def __getitem__(self, index: int) -> LaunchRecord: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[LaunchRecord]: ...
+    def __getitem__(self, index: int | slice) -> LaunchRecord | list[LaunchRecord]:
+        return self.records[index]
+
+    def __repr__(self) -> str:
+        return f"LaunchTrace({len(self.records)} operations, {len(self.allocations)} allocations)"
+
+    @property
+    def iteration(self) -> Iterator[LaunchRecord]:
+        """The records in order (the same as iterating the trace)."""
+        return iter(self.records)
+
+    def kernels(self) -> list[str]:
+        """The kernel (``"wp.copy"``, ``"array.zero_"``, a native helper) of every record."""
+        return [r.kernel for r in self.records]
+
+    # -- allocations ----------------------------------------------------------------------
+
+    def allocation_at(self, ptr: int, before: int | None = None) -> Allocation | None:
+        """The allocation made during the trace that holds ``ptr``.
+
+        With ``before`` (a record's :attr:`~LaunchRecord.seq`), only allocations made
+        before it count, and the latest wins: an address the allocator handed out
+        twice resolves to the allocation that was live at that time.
+        """
+        if not self.allocations or not ptr:
+            return None
+        index = self._alloc_index
+        if index is None or len(index[1]) != len(self.allocations):
+            ordered = sorted(self.allocations, key=lambda a: a.start)
+            reach, furthest = [], 0
+            for alloc in ordered:
+                furthest = max(furthest, alloc.end)
+                reach.append(furthest)
+            index = ([a.start for a in ordered], ordered, reach)
+            self._alloc_index = index
+        starts, ordered, reach = index
+        best = None
+        i = bisect.bisect_right(starts, ptr)
+        # reach[j] is the furthest end among the first j+1 allocations: once it is at or
+        # below ptr, no earlier allocation can hold ptr.
+        while i > 0 and reach[i - 1] > ptr:
+            i -= 1
+            alloc = ordered[i]
+            if ptr < alloc.end and (before is None or alloc.seq < before) and (best is None or alloc.seq > best.seq):
+                best = alloc
+        return best
+
+    # -- comparison -----------------------------------------------------------------------
+
+    def topology(
+        self, buffers: BufferSet | None = None, *, scalars: bool = True, streams: bool = False
+    ) -> list[tuple[Any, ...]]:
+        """One comparable key per record: ``(kind, kernel, adjoint, dim, arguments
+        [, stream])``.
+
+        With ``buffers``, an address inside one of them becomes ``(label, offset)``;
+        one inside an allocation made during this trace ``("<allocated>", site,
+        offset)``; any other ``"<foreign>"``. Without, addresses stay raw. With
+        ``scalars=False`` only array arguments are kept.
+        """
+        from .compare import topology_keys
+
+        return topology_keys(self, buffers, scalars=scalars, streams=streams)
+
+    def diff(
+        self,
+        other: LaunchTrace,
+        buffers: BufferSet | None = None,
+        *,
+        scalars: bool = True,
+        streams: bool = False,
+        limit: int | None = 20,
+    ) -> list[str]:
+        """Readable differences between this trace and ``other``; ``[]`` when they match.
+
+        The two sequences are aligned first, so one extra or missing operation is one
+        line. Each line names the operation's index in both traces, the kernel, the
+        argument, the user's call site and both values (for numbers, the difference).
+
+        Args:
+            other: the trace to compare with.
+            buffers: owned buffers: addresses compare by ``(buffer, offset)``, so two
+                traces of two producers built alike can match.
+            scalars: whether scalar arguments count.
+            streams: whether the stream each operation went to counts.
+            limit: the most lines to return (None: all).
+        """
+        from .compare import compare_traces
+
+        diffs = compare_traces(self, other, buffers, scalars=scalars, streams=streams)
+        lines = [d.describe() for d in diffs]
+        if limit is not None and len(lines) > limit:
+            lines = [*lines[:limit], f"... and {len(lines) - limit} more"]
+        return lines
+
+    def same_topology(self, other: LaunchTrace, buffers: BufferSet | None = None, **kwargs: Any) -> bool:
+        """Whether :meth:`diff` finds no difference."""
+        from .compare import compare_traces
+
+        return not compare_traces(self, other, buffers, **kwargs)
+
+    def foreign_pointers(
+        self, buffers: BufferSet, *, ignore: Iterable[Any] = ()
+    ) -> list[tuple[LaunchRecord, str, int]]:
+        """``(record, argument, address)`` of every address outside ``buffers``.
+
+        Args:
+            buffers: the buffers the producer owns.
+            ignore: arrays (or a :class:`BufferSet`) whose addresses are fine too.
+        """
+        from .buffers import BufferSet
+
+        extra = ignore if isinstance(ignore, BufferSet) else BufferSet.of(ignore)
+        out = []
+        for record in self.records:
+            for name, ptr in record.pointers():
+                if buffers.locate(ptr) is None and extra.locate(ptr) is None:
+                    out.append((record, name, ptr))
+        return out
+
+
+def _from_raw(raw: tuple[Any, ...]) -> LaunchRecord:
+    kernel, adjoint, params, max_blocks, code, lasti, seq = raw
+    return LaunchRecord(
+        "launch", kernel, adjoint, params, None, "cpu", 1, max_blocks or 0, None, code, lasti, "launch", False, seq
+    )
+
+
+def trace_launches(*, include_warp: bool = False) -> LaunchTrace:
+    """Record every operation Warp enqueues in a ``with`` block.
+
+    Only the current thread (or asyncio task) is recorded. Traces nest: an operation
+    is recorded by every active trace of the context. Hooks are installed on entry and
+    removed when the last active trace ends, also when the block raises.
+
+    Args:
+        include_warp: also keep operations Warp issues on its own behalf, such as the
+            copy inside ``wp.clone`` or the memset inside ``wp.zeros``.
+
+    Returns:
+        A :class:`LaunchTrace`, to use as a context manager (it yields itself).
+
+    Example::
+
+        with gc.trace_launches() as trace:
+            wp.launch(integrate, dim=n, inputs=[x, v, dt])
+        print(trace[0].args["dt"])
+    """
+    return LaunchTrace(include_warp=include_warp)
+
+
+def assert_same_topology(
+    a: LaunchTrace, b: LaunchTrace, buffers: BufferSet | None = None, *, scalars: bool = True, streams: bool = False
+) -> None:
+    """Raise ``AssertionError`` listing every difference between two traces.
+
+    See :meth:`LaunchTrace.diff`.
+    """
+    lines = a.diff(b, buffers, scalars=scalars, streams=streams)
+    if lines:
+        raise AssertionError(
+            f"the two traces ({len(a)} and {len(b)} operations) differ:\n  " + "\n  ".join(lines)
+        )
+
+
+def assert_pointers_within(trace: LaunchTrace, buffers: BufferSet, *, ignore: Iterable[Any] = ()) -> None:
+    """Raise ``AssertionError`` when an operation touches an address outside ``buffers``."""
+    foreign = trace.foreign_pointers(buffers, ignore=ignore)
+    if foreign:
+        index = {id(r): i for i, r in enumerate(trace.records)}
+        lines = []
+        for record, name, ptr in foreign[:10]:
+            alloc = trace.allocation_at(ptr, record.seq)
+            why = f" (allocated during the trace: {alloc})" if alloc else ""
+            lines.append(
+                f"#{index[id(record)]} {record.kernel} argument {name!r} -> {ptr:#x} at {record.site.short}{why}"
+            )
+        more = f"\n  ... and {len(foreign) - 10} more" if len(foreign) > 10 else ""
+        raise AssertionError(
+            f"{len(foreign)} address(es) outside the {len(buffers)} allowed buffers:\n  " + "\n  ".join(lines) + more
+        )
