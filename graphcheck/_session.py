@@ -136,6 +136,7 @@ class Session:
             for i in range(len(items) - 1, -1, -1):
                 if items[i] is record:
                     del items[i]
+                    trace._materialized = min(trace._materialized, i)
                     break
 
     # -- kernel launches ------------------------------------------------------------------

@@ -513,6 +513,28 @@ def array_range(arr: Any) -> tuple[int, int] | None:
     return None
 
 
+def array_span(arr: Any) -> tuple[int, int] | None:
+    """``(start, end)`` of a dense array's memory (the fast path of :func:`array_range`)."""
+    if type(arr) is _types.array:
+        ptr = arr.ptr
+        if not ptr:
+            return None
+        return ptr, ptr + max(arr.capacity, 1)
+    return array_range(arr)
+
+
+def array_parts(arr: Any) -> list[tuple[str, Any]]:
+    """The arrays an array holds on to: its gradient, an indexed array's base."""
+    parts = []
+    grad = getattr(arr, "_grad", None)
+    if grad is not None:
+        parts.append(("grad", grad))
+    data = getattr(arr, "data", None)
+    if isinstance(data, _types.Array):
+        parts.append(("data", data))
+    return parts
+
+
 def array_grad(arr: Any) -> Any:
     """The gradient array of a dense array, or None."""
     return getattr(arr, "_grad", None) if isinstance(arr, _types.array) else None

@@ -13,8 +13,8 @@ import bisect
 import dataclasses
 import heapq
 import types
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -23,8 +23,7 @@ from . import _warp
 __all__ = ["Buffer", "BufferSet", "buffers_of"]
 
 
-@dataclasses.dataclass(frozen=True)
-class Buffer:
+class Buffer(NamedTuple):
     """One labelled address range ``[start, end)``."""
 
     start: int
@@ -77,7 +76,8 @@ class BufferSet:
         """
         span = _warp.array_range(array)
         if span is not None:
-            self.add_range(span[0], span[1], label or _warp.array_label(array))
+            self._buffers.append(Buffer(span[0], span[1], label or _warp.array_label(array)))
+            self._dirty = True
         return self
 
     def add_range(self, start: int, end: int, label: str) -> BufferSet:
@@ -210,55 +210,78 @@ def buffers_of(
         if len(roots) != len(objects):
             raise TypeError(f"buffers_of() got {len(objects)} object(s) but {len(roots)} root label(s): {roots!r}")
     out = BufferSet()
+    buffers = out._buffers
     seen: set[int] = set()
     is_array = _warp.is_array
     is_struct = _warp.is_struct_instance
+    array_span = _warp.array_span
 
-    def add_array(arr: Any, path: str) -> None:
-        if id(arr) in seen:
-            return
-        seen.add(id(arr))
-        out.add(arr, path)
-        grad = _warp.array_grad(arr)
-        if grad is not None:
-            add_array(grad, f"{path}.grad")
-        data = getattr(arr, "data", None)  # an indexed array's base
-        if data is not None and is_array(data):
-            add_array(data, f"{path}.data")
-
-    # An explicit stack (not recursion): deep object graphs must not hit the recursion limit.
-    stack: list[tuple[Any, str, int]] = [(obj, name, 0) for obj, name in zip(objects, roots)][::-1]
+    # An explicit stack, not recursion: deep object graphs must not hit the recursion
+    # limit. Entries are (object, parent's path, key, how the key joins the path, depth);
+    # a path is only formatted for objects that are looked into, and plain values are
+    # never pushed.
+    stack: list[tuple[Any, str, Any, int, int]] = [(obj, name, None, _SAME, 0) for obj, name in zip(objects, roots)]
+    stack.reverse()
     while stack:
-        obj, path, depth = stack.pop()
-        if is_array(obj):
-            add_array(obj, path)
+        obj, parent, key, join, depth = stack.pop()
+        if id(obj) in seen:
             continue
-        if depth > max_depth or isinstance(obj, _LEAVES) or id(obj) in seen:
+        path = _JOINS[join](parent, key)
+        if is_array(obj):
+            seen.add(id(obj))
+            span = array_span(obj)
+            if span is not None:
+                buffers.append(Buffer(span[0], span[1], path))
+            for name, inner in _warp.array_parts(obj):
+                stack.append((inner, path, name, _ATTR, depth))
+            continue
+        if depth > max_depth or isinstance(obj, _LEAVES):
             continue
         seen.add(id(obj))
-        children: list[tuple[Any, str]] = []
-        if is_struct(obj):
-            children = [(getattr(obj, f, None), f"{path}.{f}") for f in _warp.struct_fields(obj) or ()]
+        kind = type(obj)
+        items: Any
+        if kind is list or kind is tuple:
+            items, join = enumerate(obj), _INDEX
+        elif kind is dict:
+            items, join = list(obj.items()), _KEY
+        elif is_struct(obj):
+            items, join = [(f, getattr(obj, f, None)) for f in _warp.struct_fields(obj) or ()], _ATTR
         elif _warp.is_warp_object(obj):
             continue
         elif isinstance(obj, types.MethodType):
-            children = [(obj.__self__, path)]
+            items, join = [(None, obj.__self__)], _SAME
         elif isinstance(obj, types.FunctionType):
+            items, join = [], _CLOSURE
             for name, cell in zip(obj.__code__.co_freevars, obj.__closure__ or ()):
                 try:
-                    children.append((cell.cell_contents, f"{path}.<{name}>"))
+                    items.append((name, cell.cell_contents))
                 except ValueError:  # an empty cell
                     pass
         elif isinstance(obj, Mapping):
-            children = [(v, f"{path}[{k!r}]") for k, v in list(obj.items())]
+            items, join = list(obj.items()), _KEY
         elif isinstance(obj, (list, tuple)):
-            children = [(v, f"{path}[{i}]") for i, v in enumerate(obj)]
+            items, join = enumerate(obj), _INDEX
         elif isinstance(obj, (set, frozenset)):
-            children = [(v, f"{path}{{{i}}}") for i, v in enumerate(obj)]
+            items, join = enumerate(obj), _MEMBER
         else:
-            children = [(v, f"{path}.{k}") for k, v in _attributes(obj)]
-        stack.extend((child, name, depth + 1) for child, name in reversed(children))
+            items, join = _attributes(obj), _ATTR
+        children = [(v, path, k, join, depth + 1) for k, v in items if type(v) not in _LEAF_TYPES]
+        children.reverse()
+        stack.extend(children)
+    out._dirty = True
     return out
+
+
+_SAME, _ATTR, _INDEX, _KEY, _CLOSURE, _MEMBER = range(6)
+_JOINS: tuple[Callable[[str, Any], str], ...] = (
+    lambda parent, key: parent,
+    lambda parent, key: f"{parent}.{key}",
+    lambda parent, key: f"{parent}[{key}]",
+    lambda parent, key: f"{parent}[{key!r}]",
+    lambda parent, key: f"{parent}.<{key}>",
+    lambda parent, key: f"{parent}{{{key}}}",
+)
+_LEAF_TYPES = frozenset({str, bytes, int, float, bool, complex, type(None)})
 
 
 def _attributes(obj: Any) -> list[tuple[str, Any]]:

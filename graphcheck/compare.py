@@ -117,11 +117,17 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
 
 
-def align(a: Sequence[Any], b: Sequence[Any]) -> list[tuple[int | None, int | None]]:
+def align(
+    a: Sequence[Any],
+    b: Sequence[Any],
+    coarse_a: Sequence[Any] | None = None,
+    coarse_b: Sequence[Any] | None = None,
+) -> list[tuple[int | None, int | None]]:
     """Pair the positions of two key sequences: ``(i, j)``, ``(i, None)`` or ``(None, j)``.
 
-    Equal keys are paired in order; a replaced run is paired position by position (the
-    surplus left unpaired).
+    Equal keys are paired in order. Where the keys disagree, the runs are paired again
+    by the coarse keys (when given: the same operation with other arguments pairs up),
+    then position by position, the surplus left unpaired.
     """
     n, m = len(a), len(b)
     if n == m and all(x == y for x, y in zip(a, b)):
@@ -139,13 +145,17 @@ def align(a: Sequence[Any], b: Sequence[Any]) -> list[tuple[int | None, int | No
     else:
         ops = [("replace", 0, len(mid_a), 0, len(mid_b))]
     for op, i1, i2, j1, j2 in ops:
+        i1, i2, j1, j2 = i1 + head, i2 + head, j1 + head, j2 + head
         if op == "equal":
-            pairs.extend((head + i, head + j) for i, j in zip(range(i1, i2), range(j1, j2)))
-            continue
-        common = min(i2 - i1, j2 - j1) if op == "replace" else 0
-        pairs.extend((head + i1 + k, head + j1 + k) for k in range(common))
-        pairs.extend((head + i, None) for i in range(i1 + common, i2))
-        pairs.extend((None, head + j) for j in range(j1 + common, j2))
+            pairs.extend(zip(range(i1, i2), range(j1, j2)))
+        elif coarse_a is not None and coarse_b is not None and (i2 - i1) != (j2 - j1):
+            sub = align(coarse_a[i1:i2], coarse_b[j1:j2])
+            pairs.extend((None if i is None else i1 + i, None if j is None else j1 + j) for i, j in sub)
+        else:
+            common = min(i2 - i1, j2 - j1)
+            pairs.extend((i1 + k, j1 + k) for k in range(common))
+            pairs.extend((i, None) for i in range(i1 + common, i2))
+            pairs.extend((None, j) for j in range(j1 + common, j2))
     pairs.extend((n - tail + k, m - tail + k) for k in range(tail))
     return pairs
 
@@ -215,6 +225,8 @@ def compare_records(
 ) -> list[Difference]:
     """Every difference between record ``i`` of ``trace_a`` and record ``j`` of ``trace_b``."""
     ra, rb = trace_a.records[i], trace_b.records[j]
+    if ra.match_key(streams) == rb.match_key(streams):
+        return []
     if ra.identity() != rb.identity():
         return [Difference("kernel", i, j, ra, rb)]
     out: list[Difference] = []
@@ -236,8 +248,8 @@ def compare_records(
             if not (isinstance(va, ArrayRef) and isinstance(vb, ArrayRef)):
                 out.append(Difference("arg", i, j, ra, rb, name, va, vb))
                 continue
-            if va == vb and buffers is None:
-                continue
+            if va == vb:
+                continue  # the same address is the same baked value, wherever it points
             for field, pa, pb in (("", va.ptr, vb.ptr), (".grad", va.grad, vb.grad)):
                 loc_a, text_a = _where(trace_a, ra, pa, buffers)
                 loc_b, text_b = _where(trace_b, rb, pb, buffers)
@@ -267,13 +279,24 @@ def compare_traces(
         scalars: whether scalar arguments count.
         streams: whether streams count.
     """
-    pairs = align([r.identity() for r in a.records], [r.identity() for r in b.records])
+    records_a, records_b = a.records, b.records
+    ids_a, ids_b = [r.identity() for r in records_a], [r.identity() for r in records_b]
+    if ids_a == ids_b:
+        # The same operations in the same order: pair them in place, so a value that
+        # changes in every launch of a loop is that, not a shifted sequence.
+        pairs: list[tuple[int | None, int | None]] = list(zip(range(len(ids_a)), range(len(ids_b))))
+    else:
+        # Align on the exact operations, so one extra launch of a kernel that runs many
+        # times is found where it is; what differs there is aligned by kernel.
+        keys_a = [r.match_key(streams) for r in records_a]
+        keys_b = [r.match_key(streams) for r in records_b]
+        pairs = align(keys_a, keys_b, ids_a, ids_b)
     out: list[Difference] = []
     for i, j in pairs:
         if i is None:
-            out.append(Difference("extra", None, j, None, b.records[j]))  # type: ignore[index]
+            out.append(Difference("extra", None, j, None, records_b[j]))  # type: ignore[index]
         elif j is None:
-            out.append(Difference("missing", i, None, a.records[i], None))
+            out.append(Difference("missing", i, None, records_a[i], None))
         else:
             out.extend(compare_records(a, b, i, j, buffers, scalars=scalars, streams=streams))
     return out

@@ -115,6 +115,7 @@ class LaunchRecord:
         "_code",
         "_dim",
         "_kernel",
+        "_key",
         "_layout",
         "_lasti",
         "_name",
@@ -177,6 +178,7 @@ class LaunchRecord:
         self.cuda = cuda
         self._dim = dim
         self._layout: tuple[ParamSpec, ...] | None = None
+        self._key: tuple[Any, ...] | None = None
         self.node: tuple[int, tuple[int, ...]] | None = None
 
     # -- what -----------------------------------------------------------------------------
@@ -290,6 +292,20 @@ class LaunchRecord:
         """A copy's element count."""
         return self.args.get("count")
 
+    def match_key(self, streams: bool = False) -> tuple[Any, ...]:
+        """Equal for two operations that would bake the same node into a graph: same
+        kernel, direction, block size and exact parameter bytes (copies, memsets: same
+        arguments). With ``streams``, the stream counts too."""
+        key = self._key
+        if key is None:
+            if self.kind == "launch":
+                kernel = self._kernel if self._kernel is not None else self.kernel
+                key = (kernel, self.adjoint, self.block_dim, self.max_blocks, self.param_bytes)
+            else:
+                key = (self.kind, self.kernel, self.dim, tuple(self.args.items()))
+            self._key = key
+        return (*key, self.stream) if streams else key
+
     def identity(self) -> tuple[str, str, bool]:
         """What must match for two operations to be "the same operation": kind, kernel
         and direction."""
@@ -361,6 +377,7 @@ class LaunchTrace:
         # What the recorder appends: LaunchRecords, and for eager CPU launches (the hot
         # path) raw tuples that become LaunchRecords when first read (see `records`).
         self._items: list[Any] = []
+        self._materialized = 0  # items before this index are all LaunchRecords
         self.allocations: list[Allocation] = []
         self._token: Any = None
         self._alloc_index: tuple[list[int], list[Allocation], list[int]] | None = None
@@ -373,6 +390,7 @@ class LaunchTrace:
         if self._token is not None:
             raise RuntimeError("this LaunchTrace is already recording; use a new trace_launches() for a nested trace")
         self._items = []
+        self._materialized = 0
         self.allocations = []
         self._alloc_index = None
         self._token = _session.start(self)
@@ -388,9 +406,12 @@ class LaunchTrace:
     def records(self) -> list[LaunchRecord]:
         """The recorded operations, in order."""
         items = self._items
-        for i, item in enumerate(items):
-            if type(item) is tuple:
-                items[i] = _from_raw(item)
+        start = self._materialized
+        if start < len(items):
+            for i in range(start, len(items)):
+                if type(items[i]) is tuple:
+                    items[i] = _from_raw(items[i])
+            self._materialized = len(items)
         return items
 
     @property

@@ -1,0 +1,68 @@
+"""Run graphcheck's benchmarks and print their figures (``nox -s bench``).
+
+Usage::
+
+    python -m benchmarks.run [--quick] [--json PATH] [NAME ...]
+
+Every figure is a ratio against bare Warp measured in the same process, or a time
+against a bar from SPEC.md; the bars are checked and reported, never asserted in tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import warp as wp
+
+wp.config.quiet = True
+
+from . import bench_record  # noqa: E402
+
+# name -> (function, quick keyword arguments, [(figure, bar, "<=" | "<")])
+BENCHMARKS: dict[str, tuple[Callable[..., dict[str, Any]], dict[str, Any], list[tuple[str, float]]]] = {
+    "recording": (bench_record.bench_recording, {"rounds": 8, "calls": 200}, [("recording_ratio", 1.10)]),
+    "locate": (bench_record.bench_locate, {"lookups": 50_000}, [("locate_ratio", 4.0)]),
+    "diff": (bench_record.bench_diff, {"n": 20_000}, [("diff_one_extra_with_buffers_s", 1.0)]),
+    "buffers_of": (bench_record.bench_buffers_of, {}, [("buffers_of_ms", 100.0)]),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("names", nargs="*", help=f"benchmarks to run (default: all of {', '.join(BENCHMARKS)})")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
+    args = parser.parse_args(argv)
+    wp.init()
+    results: dict[str, Any] = {
+        "python": platform.python_version(),
+        "warp": wp.__version__,
+        "machine": platform.machine(),
+    }
+    over = []
+    for name in args.names or list(BENCHMARKS):
+        fn, quick, bars = BENCHMARKS[name]
+        figures = fn(**(quick if args.quick else {}))
+        results[name] = figures
+        print(f"{name}: " + ", ".join(f"{k}={v}" for k, v in figures.items()), flush=True)
+        for figure, bar in bars:
+            value = figures[figure]
+            status = "ok" if value <= bar else "OVER THE BAR"
+            if value > bar:
+                over.append(f"{name}.{figure}")
+            print(f"    {figure} = {value} (bar: {bar}) {status}", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+    if over:
+        print("over the bar: " + ", ".join(over), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

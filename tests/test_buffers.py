@@ -1,0 +1,155 @@
+"""BufferSet look-ups and buffers_of's walk over a producer's objects."""
+
+import dataclasses
+import random
+
+import pytest
+import warp as wp
+
+import graphcheck as gc
+from tests import kernels as K
+
+
+def brute_force(ranges, ptr):
+    best = None
+    for i, (start, end, label) in enumerate(ranges):
+        if start <= ptr < end and (best is None or end - start < best[0]):
+            best = (end - start, i, label, ptr - start)
+    return None if best is None else (best[2], best[3])
+
+
+def test_locate_finds_the_innermost_buffer():
+    buffers = gc.BufferSet().add_range(100, 200, "outer").add_range(120, 140, "inner").add_range(300, 310, "other")
+    assert buffers.locate(99) is None
+    assert buffers.locate(100) == ("outer", 0)
+    assert buffers.locate(125) == ("inner", 5)
+    assert buffers.locate(140) == ("outer", 40)
+    assert buffers.locate(199) == ("outer", 99)
+    assert buffers.locate(200) is None
+    assert buffers.locate(305) == ("other", 5)
+    assert 130 in buffers and 250 not in buffers
+    assert len(buffers) == 3
+    assert buffers.labels() == ["outer", "inner", "other"]
+
+
+def test_equal_ranges_resolve_to_the_first_added():
+    buffers = gc.BufferSet().add_range(0, 10, "first").add_range(0, 10, "alias")
+    assert buffers.locate(5) == ("first", 5)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_locate_agrees_with_a_brute_force_search(seed):
+    rng = random.Random(seed)
+    ranges = []
+    for i in range(300):
+        start = rng.randrange(0, 10_000)
+        ranges.append((start, start + rng.randrange(1, 600), f"b{i}"))
+    buffers = gc.BufferSet()
+    for start, end, label in ranges:
+        buffers.add_range(start, end, label)
+    for ptr in range(0, 10_700, 7):
+        assert buffers.locate(ptr) == brute_force(ranges, ptr), ptr
+
+
+def test_adding_after_a_lookup_rebuilds_the_index():
+    buffers = gc.BufferSet().add_range(0, 10, "a")
+    assert buffers.locate(20) is None
+    buffers.add_range(15, 25, "b")
+    assert buffers.locate(20) == ("b", 5)
+
+
+def test_an_empty_range_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"must not be empty.*'x'"):
+        gc.BufferSet().add_range(10, 10, "x")
+
+
+def test_add_uses_an_arrays_capacity_and_ignores_null_arrays(cpu):
+    a = wp.zeros(8, dtype=float, device=cpu)
+    buffers = gc.BufferSet().add(a, "a").add(wp.empty(0, dtype=float, device=cpu), "empty")
+    assert len(buffers) == 1
+    assert buffers.locate(a.ptr + 31) == ("a", 31)
+    assert buffers.locate(a.ptr + 32) is None
+
+
+@dataclasses.dataclass
+class State:
+    x: wp.array
+    v: wp.array
+
+
+class Slotted:
+    __slots__ = ("buf", "other")
+
+    def __init__(self, buf):
+        self.buf = buf
+        self.other = None
+
+
+class Sim:
+    def __init__(self, device):
+        self.state = State(wp.zeros(4, dtype=float, device=device), wp.zeros(4, dtype=float, device=device))
+        self.history = [wp.zeros(2, dtype=float, device=device), wp.zeros(2, dtype=float, device=device)]
+        self.named = {"seed": wp.zeros(1, dtype=int, device=device)}
+        self.slotted = Slotted(wp.zeros(3, dtype=float, device=device))
+        self.params = K.Params()
+        self.params.scratch = wp.zeros(5, dtype=float, device=device)
+        self.grad_array = wp.zeros(6, dtype=float, device=device, requires_grad=True)
+        self.device = wp.get_device(device)
+        self.myself = self  # a cycle
+        self.numbers = list(range(1000))
+
+    def step(self):
+        pass
+
+
+def test_buffers_of_walks_attributes_containers_structs_and_grads(cpu):
+    sim = Sim(cpu)
+    owned = gc.buffers_of(sim, root="sim")
+    labels = set(owned.labels())
+    assert labels == {
+        "sim.state.x",
+        "sim.state.v",
+        "sim.history[0]",
+        "sim.history[1]",
+        "sim.named['seed']",
+        "sim.slotted.buf",
+        "sim.params.scratch",
+        "sim.grad_array",
+        "sim.grad_array.grad",
+    }
+    assert owned.locate(sim.state.v.ptr + 4) == ("sim.state.v", 4)
+
+
+def test_buffers_of_walks_closures_and_bound_methods(cpu):
+    sim = Sim(cpu)
+    scratch = wp.zeros(3, dtype=float, device=cpu)
+
+    def step():
+        return sim, scratch
+
+    labels = set(gc.buffers_of(step, root="step").labels())
+    assert "step.<scratch>" in labels and "step.<sim>.state.x" in labels
+    assert "m.state.x" in gc.buffers_of(sim.step, root="m").labels()
+
+
+def test_buffers_of_is_bounded_in_depth(cpu):
+    deep = {"a": {"b": {"c": {"d": wp.zeros(1, dtype=float, device=cpu)}}}}
+    assert len(gc.buffers_of(deep, max_depth=2)) == 0
+    assert gc.buffers_of(deep, root="deep").labels() == ["deep['a']['b']['c']['d']"]
+
+
+def test_buffers_of_labels_several_objects(cpu):
+    a, b = wp.zeros(1, dtype=float, device=cpu), wp.zeros(1, dtype=float, device=cpu)
+    assert gc.buffers_of(a, b).labels() in (["obj0", "obj1"], ["obj1", "obj0"])
+    assert sorted(gc.buffers_of(a, b, root=["x", "y"]).labels()) == ["x", "y"]
+    with pytest.raises(TypeError, match="2 object.*1 root label"):
+        gc.buffers_of(a, b, root=["x"])
+
+
+def test_buffers_of_does_not_enter_warp_objects(cpu):
+    class Holder:
+        def __init__(self):
+            self.kernel = K.scale
+            self.device = wp.get_device(cpu)
+
+    assert len(gc.buffers_of(Holder())) == 0

@@ -1,0 +1,109 @@
+"""Comparing two traces: alignment, readable differences, topology with owned buffers."""
+
+import pytest
+import warp as wp
+
+import graphcheck as gc
+from graphcheck.compare import align
+from tests import kernels as K
+
+
+def record(fn):
+    with gc.trace_launches() as trace:
+        fn()
+    return trace
+
+
+def test_align_pairs_one_extra_operation_as_one_difference():
+    a = ["k1", "k2", "k3", "k4", "k5"]
+    b = ["k1", "k2", "extra", "k3", "k4", "k5"]
+    assert align(a, b) == [(0, 0), (1, 1), (None, 2), (2, 3), (3, 4), (4, 5)]
+    assert align(b, a) == [(0, 0), (1, 1), (2, None), (3, 2), (4, 3), (5, 4)]
+
+
+def test_align_pairs_a_replaced_operation_in_place():
+    assert align(["a", "b", "c"], ["a", "x", "c"]) == [(0, 0), (1, 1), (2, 2)]
+
+
+def test_align_of_identical_sequences_is_positional():
+    assert align(list("abc"), list("abc")) == [(0, 0), (1, 1), (2, 2)]
+
+
+def test_diff_names_kernel_argument_index_site_and_both_values(cpu):
+    a, b = wp.zeros(8, dtype=float, device=cpu), wp.ones(8, dtype=float, device=cpu)
+    first = record(lambda: wp.launch(K.scale, dim=8, inputs=[a, b, 0.5, 3], device=cpu))
+    second = record(lambda: wp.launch(K.scale, dim=8, inputs=[a, b, 0.75, 4], device=cpu))
+    lines = first.diff(second)
+    assert len(lines) == 2
+    assert lines[0].startswith("#0 tests.kernels.scale at test_compare.py:")
+    assert "argument 's' 0.5 vs 0.75 (Δ +0.25)" in lines[0]
+    assert "argument 'n' 3 vs 4 (Δ +1)" in lines[1]
+    assert not first.same_topology(second)
+    with pytest.raises(AssertionError, match="argument 's'"):
+        gc.assert_same_topology(first, second)
+
+
+def test_diff_reports_buffers_by_label_with_owned_buffers(cpu):
+    x, y = wp.zeros(8, dtype=float, device=cpu), wp.zeros(8, dtype=float, device=cpu)
+    owned = gc.BufferSet().add(x, "sim.x").add(y, "sim.y")
+    first = record(lambda: wp.launch(K.add_one, dim=8, inputs=[x], device=cpu))
+    second = record(lambda: wp.launch(K.add_one, dim=8, inputs=[y], device=cpu))
+    (line,) = first.diff(second, owned)
+    assert "argument 'a'" in line and "(sim.x+0)" in line and "(sim.y+0)" in line
+
+
+def test_two_producers_built_alike_have_the_same_topology(cpu):
+    def make():
+        return wp.zeros(8, dtype=float, device=cpu)
+
+    x1, x2 = make(), make()
+    first = record(lambda: wp.launch(K.add_one, dim=8, inputs=[x1], device=cpu))
+    second = record(lambda: wp.launch(K.add_one, dim=8, inputs=[x2], device=cpu))
+    assert not first.same_topology(second)
+    assert first.same_topology(second, gc.BufferSet().add(x1, "x")) is False
+    assert first.topology(gc.BufferSet().add(x1, "x")) == second.topology(gc.BufferSet().add(x2, "x"))
+
+
+def test_diff_reports_an_extra_launch_once(cpu):
+    a = wp.zeros(8, dtype=float, device=cpu)
+
+    def step(extra):
+        wp.launch(K.add_one, dim=8, inputs=[a], device=cpu)
+        if extra:
+            wp.launch(K.scale, dim=8, inputs=[a, a, 2.0, 0], device=cpu)
+        wp.launch(K.add_one, dim=8, inputs=[a], device=cpu)
+        a.zero_()
+
+    lines = record(lambda: step(False)).diff(record(lambda: step(True)))
+    assert len(lines) == 1
+    assert lines[0].startswith("#1 (second call only) tests.kernels.scale")
+
+
+def test_diff_reports_dims_and_copy_counts(cpu):
+    a, b = wp.zeros(16, dtype=float, device=cpu), wp.zeros(16, dtype=float, device=cpu)
+    first = record(lambda: (wp.launch(K.add_one, dim=8, inputs=[a], device=cpu), wp.copy(a, b, count=4)))
+    second = record(lambda: (wp.launch(K.add_one, dim=12, inputs=[a], device=cpu), wp.copy(a, b, count=6)))
+    lines = first.diff(second)
+    assert any("dim (8,) vs (12,)" in line for line in lines)
+    assert any("argument 'count' 4 vs 6 (Δ +2)" in line for line in lines)
+
+
+def test_diff_limit(cpu):
+    a = wp.zeros(4, dtype=float, device=cpu)
+    first = record(lambda: [wp.launch(K.scale, dim=4, inputs=[a, a, float(i), 0], device=cpu) for i in range(30)])
+    second = record(lambda: [wp.launch(K.scale, dim=4, inputs=[a, a, float(i + 1), 0], device=cpu) for i in range(30)])
+    lines = first.diff(second, limit=5)
+    assert len(lines) == 6 and lines[-1] == "... and 25 more"
+    assert len(first.diff(second, limit=None)) == 30
+
+
+def test_foreign_pointers_and_assert_pointers_within(cpu):
+    owned_array, stranger = wp.zeros(4, dtype=float, device=cpu), wp.zeros(4, dtype=float, device=cpu)
+    owned = gc.BufferSet().add(owned_array, "owned")
+    trace = record(lambda: wp.launch(K.axpy, dim=4, inputs=[owned_array, stranger, 1.0], device=cpu))
+    ((rec, name, ptr),) = trace.foreign_pointers(owned)
+    assert (name, ptr) == ("y", stranger.ptr)
+    assert trace.foreign_pointers(owned, ignore=[stranger]) == []
+    with pytest.raises(AssertionError, match=r"1 address\(es\) outside the 1 allowed buffers:\n  #0 tests.kernels.axpy"):
+        gc.assert_pointers_within(trace, owned)
+    gc.assert_pointers_within(trace, gc.BufferSet().add(owned_array, "a").add(stranger, "b"))
