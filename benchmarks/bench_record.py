@@ -31,7 +31,7 @@ def four_args(a: wp.array(dtype=float), b: wp.array(dtype=float), s: float, n: i
     a[i] = b[i] * s + float(n)
 
 
-def bench_recording(rounds: int = 25, calls: int = 400) -> dict[str, Any]:
+def bench_recording(rounds: int = 15, calls: int = 2000) -> dict[str, Any]:
     a = wp.zeros(16, dtype=float, device=DEVICE)
     b = wp.ones(16, dtype=float, device=DEVICE)
 
@@ -51,7 +51,14 @@ def bench_recording(rounds: int = 25, calls: int = 400) -> dict[str, Any]:
 
     times = interleaved({"bare": bare, "recorded": recorded, "idle": idle}, rounds=rounds, calls=1, warmup=2)
     per_launch = {name: t / calls for name, t in times.items()}
+
+    def enter_exit() -> None:
+        with gc.trace_launches():
+            pass
+
+    enter_exit_us = seconds(lambda: [enter_exit() for _ in range(100)]) / 100 * 1e6
     return {
+        "trace_enter_exit_us": round(enter_exit_us, 1),
         "bare_us": round(per_launch["bare"], 2),
         "recorded_us": round(per_launch["recorded"], 2),
         "idle_us": round(per_launch["idle"], 2),

@@ -225,7 +225,21 @@ def compare_records(
 ) -> list[Difference]:
     """Every difference between record ``i`` of ``trace_a`` and record ``j`` of ``trace_b``."""
     ra, rb = trace_a.records[i], trace_b.records[j]
-    if ra.match_key(streams) == rb.match_key(streams):
+    return _compare(trace_a, ra, i, trace_b, rb, j, buffers, scalars, streams)
+
+
+def _compare(
+    trace_a: LaunchTrace,
+    ra: LaunchRecord,
+    i: int,
+    trace_b: LaunchTrace,
+    rb: LaunchRecord,
+    j: int,
+    buffers: BufferSet | None,
+    scalars: bool,
+    streams: bool,
+) -> list[Difference]:
+    if _same(ra, rb, streams):
         return []
     if ra.identity() != rb.identity():
         return [Difference("kernel", i, j, ra, rb)]
@@ -262,6 +276,20 @@ def compare_records(
     return out
 
 
+def _same(ra: LaunchRecord, rb: LaunchRecord, streams: bool) -> bool:
+    """Whether two operations would bake the same graph node (a cheap test)."""
+    if ra.kind == "launch" and rb.kind == "launch":
+        return (
+            ra.kernel_object is rb.kernel_object
+            and ra.adjoint == rb.adjoint
+            and ra.block_dim == rb.block_dim
+            and ra.max_blocks == rb.max_blocks
+            and (not streams or ra.stream == rb.stream)
+            and ra.same_params(rb)
+        )
+    return bool(ra.match_key(streams) == rb.match_key(streams))
+
+
 def compare_traces(
     a: LaunchTrace,
     b: LaunchTrace,
@@ -280,17 +308,27 @@ def compare_traces(
         streams: whether streams count.
     """
     records_a, records_b = a.records, b.records
-    ids_a, ids_b = [r.identity() for r in records_a], [r.identity() for r in records_b]
+    n, m = len(records_a), len(records_b)
+    # The common prefix and suffix cost one cheap comparison per operation.
+    head = 0
+    while head < n and head < m and _same(records_a[head], records_b[head], streams):
+        head += 1
+    tail = 0
+    while tail < n - head and tail < m - head and _same(records_a[n - 1 - tail], records_b[m - 1 - tail], streams):
+        tail += 1
+    mid_a, mid_b = records_a[head : n - tail], records_b[head : m - tail]
+    ids_a, ids_b = [r.identity() for r in mid_a], [r.identity() for r in mid_b]
     if ids_a == ids_b:
         # The same operations in the same order: pair them in place, so a value that
         # changes in every launch of a loop is that, not a shifted sequence.
-        pairs: list[tuple[int | None, int | None]] = list(zip(range(len(ids_a)), range(len(ids_b))))
+        middle: list[tuple[int | None, int | None]] = list(zip(range(len(ids_a)), range(len(ids_b))))
     else:
         # Align on the exact operations, so one extra launch of a kernel that runs many
         # times is found where it is; what differs there is aligned by kernel.
-        keys_a = [r.match_key(streams) for r in records_a]
-        keys_b = [r.match_key(streams) for r in records_b]
-        pairs = align(keys_a, keys_b, ids_a, ids_b)
+        keys_a = [r.match_key(streams) for r in mid_a]
+        keys_b = [r.match_key(streams) for r in mid_b]
+        middle = align(keys_a, keys_b, ids_a, ids_b)
+    pairs = [(None if i is None else head + i, None if j is None else head + j) for i, j in middle]
     out: list[Difference] = []
     for i, j in pairs:
         if i is None:
@@ -298,5 +336,5 @@ def compare_traces(
         elif j is None:
             out.append(Difference("missing", i, None, records_a[i], None))
         else:
-            out.extend(compare_records(a, b, i, j, buffers, scalars=scalars, streams=streams))
+            out.extend(_compare(a, records_a[i], i, b, records_b[j], j, buffers, scalars, streams))
     return out

@@ -233,6 +233,20 @@ class LaunchRecord:
             params = self._params = tuple([p if type(p) is bytes else bytes(p) for p in params])
         return params
 
+    def same_params(self, other: LaunchRecord) -> bool:
+        """Whether two launches passed byte-identical parameter blocks.
+
+        Cheaper than comparing :attr:`param_bytes`: parameter objects the two launches
+        share (an array's cached descriptor) are equal without being copied.
+        """
+        pa, pb = self._params, other._params
+        if pa is None or pb is None or len(pa) != len(pb):
+            return pa is pb
+        for x, y in zip(pa, pb):
+            if x is not y and (x if type(x) is bytes else bytes(x)) != (y if type(y) is bytes else bytes(y)):
+                return False
+        return True
+
     @property
     def layout(self) -> tuple[ParamSpec, ...]:
         """The parameter layout of a launch (empty for other operations)."""
@@ -306,10 +320,11 @@ class LaunchRecord:
             self._key = key
         return (*key, self.stream) if streams else key
 
-    def identity(self) -> tuple[str, str, bool]:
+    def identity(self) -> tuple[str, Any, bool]:
         """What must match for two operations to be "the same operation": kind, kernel
         and direction."""
-        return (self.kind, self.kernel, self.adjoint)
+        kernel = self._kernel
+        return (self.kind, kernel if kernel is not None else self.kernel, self.adjoint)
 
     # -- where ----------------------------------------------------------------------------
 
