@@ -198,7 +198,11 @@ def make_finding(
     if site is not None:
         where.append(site.short)
     text = what
-    if arg:
+    if arg in _LAUNCH_SETTINGS:
+        text += f" {_LAUNCH_SETTINGS[arg]}"
+    elif arg and ", " in arg:
+        text += " arguments " + ", ".join(repr(a) for a in arg.split(", "))
+    elif arg:
         text += f" argument {arg!r}"
     if where:
         text += f" ({', '.join(where)})"
@@ -206,6 +210,10 @@ def make_finding(
         text += f": {values}"
     message = f"{text}; fix: {fix}."
     return Finding(kind, message, kernel, arg, index, site, reference, captured, fix, dict(detail or {}))
+
+
+_LAUNCH_SETTINGS = {"dim": "launch dimensions", "block_dim": "block size", "max_blocks": "max_blocks",
+                    "stream": "stream"}  # fmt: skip
 
 
 def _jsonable(value: Any) -> Any:

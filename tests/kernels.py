@@ -101,3 +101,31 @@ def nan_scale(a: wp.array(dtype=float), s: float):
 def copy_kernel(src: wp.array(dtype=float), dst: wp.array(dtype=float)):
     i = wp.tid()
     dst[i] = src[i]
+
+
+@wp.kernel
+def decrement(residual: wp.array(dtype=float)):
+    residual[0] = residual[0] - 1.0
+
+
+@wp.kernel
+def integrate(x: wp.array(dtype=float), v: wp.array(dtype=float), dt: float):
+    i = wp.tid()
+    x[i] = x[i] + v[i] * dt
+
+
+@wp.kernel
+def damp(v: wp.array(dtype=float), factor: float):
+    i = wp.tid()
+    v[i] = v[i] * factor
+
+
+@wp.kernel
+def blend(a: wp.array(dtype=float), b: wp.array(dtype=float), out: wp.array(dtype=float)):
+    i = wp.tid()
+    out[i] = 0.5 * (a[i] + b[i])
+
+
+@wp.kernel
+def bump(count: wp.array(dtype=int)):
+    count[0] = count[0] + 4

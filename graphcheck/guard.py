@@ -1,0 +1,649 @@
+"""The user-facing heart: validate a capture site, then guard its replays.
+
+:class:`GraphGuard` wraps ``wp.ScopedCapture``; :func:`capture` wraps a callable. Both
+
+1. run the reference call eagerly under a trace (when there is one),
+2. capture the call with a real ``wp.ScopedCapture`` under a trace (CUDA or CPU),
+3. compare the two, check every address against the owners' buffers and against the
+   allocations made during the call, cross-check the CUDA graph's nodes,
+4. and hand back a :class:`CheckedGraph` whose :meth:`~CheckedGraph.launch` checks,
+   before replaying, that every address baked into the graph is still a live owned
+   buffer.
+
+Set the environment variable ``GRAPHCHECK_DISABLE=1`` to turn every check off: the
+guard is then a plain ``wp.ScopedCapture`` and ``launch`` a plain ``wp.capture_launch``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import weakref
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from types import CodeType, TracebackType
+from typing import Any
+
+from . import _warp, checks
+from .buffers import BufferSet, buffers_of
+from .findings import Allow, Finding, Report, act, allowances, check_on_failure, make_finding
+from .record import LaunchTrace, Site, site_of, trace_launches
+
+__all__ = ["CheckedGraph", "GraphGuard", "capture", "checking_enabled"]
+
+_REPLAY_CHECKS = ("first", "always", "never")
+
+#: Sites whose validation passed: (code of the call, its object's id, where the guard
+#: was made, device) -> (weak reference to that object, report).
+_validated: dict[tuple[Any, ...], tuple[Any, Report]] = {}
+
+
+def _site_key(fn: Any, code: CodeType | None, lasti: int, device: str) -> tuple[tuple[Any, ...], Any] | None:
+    """The registry key of a capture site and a weak reference to its callable's object.
+
+    The object (a bound method's instance, or the function) is part of the key: a second
+    producer captured at the same line is validated on its own.
+    """
+    if fn is None:
+        return None
+    target = getattr(fn, "__self__", fn)
+    try:
+        ref = weakref.ref(target)
+    except TypeError:
+        return None
+    return (_code_of(fn), id(target), code, lasti, device), ref
+
+
+def _validated_before(key: tuple[tuple[Any, ...], Any] | None) -> bool:
+    if key is None:
+        return False
+    entry = _validated.get(key[0])
+    return entry is not None and entry[0]() is key[1]()
+
+
+def checking_enabled() -> bool:
+    """False when the environment variable ``GRAPHCHECK_DISABLE`` is set (to anything but ``0``)."""
+    value = os.environ.get("GRAPHCHECK_DISABLE", "")
+    return value.strip() in ("", "0")
+
+
+@dataclass(frozen=True)
+class _Baked:
+    """An address baked into a graph, and what it was at capture time."""
+
+    ptr: int
+    nbytes: int
+    label: str | None
+    index: int
+    kernel: str
+    arg: str
+    site: Site
+
+
+def _check_device(device: Any) -> str:
+    try:
+        resolved = _warp.get_device(device)
+    except (RuntimeError, ValueError) as error:
+        available = ", ".join(str(d) for d in _available_devices())
+        hint = (
+            "this machine has no CUDA device; use device='cpu' (graphcheck checks CPU captures too)"
+            if not _warp.cuda_available()
+            else f"use one of: {available}"
+        )
+        raise ValueError(f"cannot capture on device {device!r}: {error}. Warp sees: {available}; {hint}.") from None
+    return str(resolved)
+
+
+def _available_devices() -> list[Any]:
+    import warp as wp
+
+    return list(wp.get_devices())
+
+
+def _owners_tuple(owners: Any) -> tuple[Any, ...] | BufferSet:
+    if isinstance(owners, BufferSet):
+        return owners
+    if isinstance(owners, (list, tuple)):
+        items = tuple(owners)
+    elif isinstance(owners, (set, frozenset)):
+        items = tuple(owners)
+    else:
+        items = (owners,)
+    for item in items:
+        if item is None or isinstance(item, (str, bytes, int, float, bool)):
+            raise TypeError(
+                f"owners= takes the objects that hold the call's buffers (a simulator, an environment, "
+                f"arrays) or a graphcheck.BufferSet; got {item!r} (a {type(item).__name__}) in owners={owners!r}"
+            )
+    return items
+
+
+def _caller_site(depth: int) -> tuple[CodeType | None, int]:
+    frame: Any = sys._getframe(depth)
+    while frame is not None and _warp.code_kind(frame.f_code) == 2:
+        frame = frame.f_back
+    if frame is None:
+        return None, -1
+    return frame.f_code, frame.f_lasti
+
+
+def _callable_name(fn: Any) -> str:
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    if name is None:
+        name = type(fn).__name__
+    return str(name)
+
+
+def _code_of(fn: Any) -> Any:
+    fn = getattr(fn, "__func__", fn)
+    return getattr(fn, "__code__", None) or type(fn)
+
+
+class CheckedGraph:
+    """A captured graph, its verdict, and a launch that checks before it replays.
+
+    Attributes:
+        graph: the ``wp.Graph`` (None when the capture failed).
+        report: the verdict on the capture site.
+        device: the capture device.
+        replay_check: when :meth:`launch` runs :meth:`check_replay`: ``"first"`` (the first
+            launch only), ``"always"`` or ``"never"``.
+    """
+
+    def __init__(
+        self,
+        graph: Any,
+        report: Report,
+        *,
+        device: str,
+        owners: tuple[Any, ...] | BufferSet | None,
+        baked: list[_Baked],
+        on_failure: str,
+        replay_check: str,
+        enabled: bool = True,
+    ) -> None:
+        self.graph = graph
+        self.report = report
+        self.device = device
+        self.replay_check = replay_check
+        self._owners = owners
+        self._baked = baked
+        self._on_failure = on_failure
+        self._enabled = enabled
+        self._replay_checked = False
+
+    @property
+    def ok(self) -> bool:
+        """Whether the capture site passed its checks."""
+        return self.report.ok
+
+    def owned_buffers(self) -> BufferSet:
+        """The buffers the owners hold now."""
+        owners = self._owners
+        if owners is None:
+            return BufferSet()
+        if isinstance(owners, BufferSet):
+            return owners
+        return buffers_of(*owners, root=[f"owners[{i}]" for i in range(len(owners))] if len(owners) > 1 else "owner")
+
+    def check_replay(self, on_failure: str | None = None) -> Report:
+        """Check that every address baked into the graph is still in a live owned buffer.
+
+        A reassigned attribute, a freed scratch array or a resized buffer each give a
+        ``stale-pointer`` finding; contents changed in place are fine.
+
+        Args:
+            on_failure: ``"raise"``, ``"warn"`` or ``"log"`` (default: as the graph was
+                captured with).
+
+        Returns:
+            The replay :class:`Report`.
+
+        Raises:
+            GraphCheckError: with ``on_failure="raise"``, when an address is stale.
+        """
+        if not self._enabled:
+            return Report(name=self.report.name, device=self.device, notes=["checking disabled by GRAPHCHECK_DISABLE"])
+        if self.graph is None:
+            raise RuntimeError(f"there is no graph to replay: the capture failed.\n{self.report}")
+        owned = self.owned_buffers()
+        stale: dict[int, tuple[_Baked, Any, str, int]] = {}
+        for baked in self._baked:
+            hit = owned.buffer_at(baked.ptr)
+            problem = None
+            if hit is None:
+                was = f"{baked.label}" if baked.label else "an unowned buffer"
+                problem = f"{baked.ptr:#x} ({was} at capture) is in no buffer the owners hold now"
+            elif baked.ptr + baked.nbytes > hit.end:
+                problem = (
+                    f"{baked.ptr:#x} (+{baked.nbytes} bytes) no longer fits in {hit.label} "
+                    f"({hit.nbytes} bytes now): the buffer was resized"
+                )
+            elif baked.label is not None and hit.label != baked.label:
+                problem = f"{baked.ptr:#x} was {baked.label} at capture and is {hit.label} now"
+            if problem is None:
+                continue
+            # One finding per stale address, however many operations use it.
+            if baked.ptr in stale:
+                first, first_hit, first_problem, uses = stale[baked.ptr]
+                stale[baked.ptr] = (first, first_hit, first_problem, uses + 1)
+            else:
+                stale[baked.ptr] = (baked, hit, problem, 1)
+        findings = []
+        for baked, hit, problem, uses in stale.values():
+            more = f"; used by {uses - 1} more operation{'s' if uses > 2 else ''}" if uses > 1 else ""
+            findings.append(
+                make_finding(
+                    "stale-pointer",
+                    baked.kernel,
+                    kernel=baked.kernel,
+                    arg=baked.arg,
+                    index=baked.index,
+                    site=baked.site,
+                    reference=baked.label,
+                    captured=None if hit is None else hit.label,
+                    values=problem + more,
+                )
+            )
+        report = Report(
+            findings,
+            name=self.report.name,
+            device=self.device,
+            operations=self.report.operations,
+            checks=["replay"],
+        )
+        act(report, on_failure or self._on_failure, stacklevel=3)
+        return report
+
+    def launch(self, stream: Any = None) -> None:
+        """Check before replaying (as :attr:`replay_check` says), then ``wp.capture_launch``.
+
+        Raises:
+            GraphCheckError: when the check fails and the graph was captured with
+                ``on_failure="raise"``; the graph is then not launched.
+        """
+        if self.graph is None:
+            raise RuntimeError(f"there is no graph to launch: the capture failed.\n{self.report}")
+        if self._enabled and (
+            self.replay_check == "always" or (self.replay_check == "first" and not self._replay_checked)
+        ):
+            self.check_replay()
+            self._replay_checked = True
+        _warp.capture_launch(self.graph, stream=stream)
+
+    def __repr__(self) -> str:
+        return f"<CheckedGraph on {self.device}: {'ok' if self.ok else dict(self.report.kinds())}>"
+
+
+class GraphGuard:
+    """``wp.ScopedCapture`` that proves the captured block is replay-safe.
+
+    Example::
+
+        with gc.GraphGuard(device="cuda:0", reference=sim.step, owners=(sim,)) as guard:
+            sim.step()
+        for _ in range(1000):
+            guard.launch()
+
+    Args:
+        device: the capture device (None: Warp's default device).
+        reference: a callable doing what the block does, run eagerly before the capture
+            and compared with it; None for no reference call (the checks that need none
+            still run: allocations, ownership, the graph cross-check, replay checks).
+        owners: the objects holding every buffer the block may use (a simulator, an
+            environment), or a :class:`BufferSet`; None: the buffers reachable from
+            ``reference`` (its closure, or the object a bound method is bound to).
+        on_failure: ``"raise"`` (:class:`GraphCheckError`), ``"warn"``
+            (:class:`GraphCheckWarning`) or ``"log"`` (a warning on the ``graphcheck``
+            logger).
+        allow: finding kinds, or :class:`Allow` objects, to accept.
+        replay_check: when :meth:`launch` checks the baked addresses: ``"first"``,
+            ``"always"`` or ``"never"``.
+        revalidate: validate again a site that passed before in this process (by
+            default, a second capture at the same place skips the reference call and
+            the comparison).
+        allow_foreign_nodes: on CUDA, accept graph nodes no Warp operation made (work
+            of other libraries captured in the block).
+        stream: passed to ``wp.ScopedCapture``.
+        force_module_load: passed to ``wp.ScopedCapture``.
+        capture_mode: passed to ``wp.ScopedCapture``.
+
+    Attributes:
+        report: the verdict, once the block has ended.
+        graph: the captured ``wp.Graph``.
+        checked: the :class:`CheckedGraph`.
+    """
+
+    def __init__(
+        self,
+        device: Any = None,
+        reference: Callable[[], Any] | None = None,
+        owners: Any = None,
+        *,
+        on_failure: str = "raise",
+        allow: Iterable[Allow | str] | Allow | str | None = None,
+        replay_check: str = "first",
+        revalidate: bool = False,
+        allow_foreign_nodes: bool = False,
+        stream: Any = None,
+        force_module_load: bool | None = None,
+        capture_mode: Any = None,
+        name: str | None = None,
+        _inferred_owners: bool = False,
+    ) -> None:
+        if reference is not None and not callable(reference):
+            raise TypeError(
+                f"reference= must be a callable that does what the guarded block does (e.g. reference=sim.step), "
+                f"got {reference!r} (a {type(reference).__name__}); pass reference=None for no reference call"
+            )
+        self.on_failure = check_on_failure(on_failure)
+        if replay_check not in _REPLAY_CHECKS:
+            raise ValueError(f"replay_check must be one of {', '.join(map(repr, _REPLAY_CHECKS))}, got {replay_check!r}")
+        self.replay_check = replay_check
+        self.allow = allowances(allow)
+        self.device = _check_device(device)
+        self.reference = reference
+        self.enabled = checking_enabled()
+        self.allow_foreign_nodes = allow_foreign_nodes
+        if owners is None:
+            self._owners: tuple[Any, ...] | BufferSet | None = (reference,) if reference is not None else None
+        else:
+            self._owners = _owners_tuple(owners)
+            explicit = not _inferred_owners and not isinstance(self._owners, BufferSet)
+            if explicit and self.enabled and not len(buffers_of(*self._owners)):
+                raise ValueError(
+                    f"owners={owners!r} hold no Warp arrays: pass the objects that hold the buffers the captured "
+                    "call uses (the simulator, the environment), or a graphcheck.BufferSet"
+                )
+        self.name = name or (_callable_name(reference) if reference is not None else "guarded block")
+        options: dict[str, Any] = {"stream": stream, "force_module_load": force_module_load}
+        if capture_mode is not None:
+            options["capture_mode"] = capture_mode
+        self._options = options
+        code, lasti = _caller_site(2)
+        self._site = site_of(code, lasti) if code is not None else None
+        self._key = _site_key(reference, code, lasti, self.device)
+        self.revalidate = revalidate
+        self.report = Report(name=self.name, device=self.device)
+        self.graph: Any = None
+        self.checked: CheckedGraph | None = None
+        self._reference_trace: LaunchTrace | None = None
+        self._trace: LaunchTrace | None = None
+        self._capture: Any = None
+
+    # -- the block ----------------------------------------------------------------------
+
+    def __enter__(self) -> GraphGuard:
+        if not self.enabled:
+            self._capture = _warp.scoped_capture(self.device, **self._options)
+            self._capture.__enter__()
+            return self
+        validated = not self.revalidate and _validated_before(self._key)
+        if self.reference is not None and not validated:
+            with trace_launches() as reference_trace:
+                self.reference()
+            self._reference_trace = reference_trace
+        self._trace = trace_launches()
+        self._trace.__enter__()
+        try:
+            self._capture = _warp.scoped_capture(self.device, **self._options)
+            self._capture.__enter__()
+        except BaseException:
+            self._trace.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool:
+        capture, trace = self._capture, self._trace
+        capture_error: BaseException | None = None
+        try:
+            capture.__exit__(exc_type, exc, tb)
+        except Exception as error:  # ending the capture failed: the capture was invalid
+            capture_error = error
+        finally:
+            if trace is not None:
+                trace.__exit__(None, None, None)
+            if _warp.capture_in_progress(self.device):
+                _warp.abort_capture(self.device)
+        self.graph = capture.graph if capture_error is None else None
+        if exc is not None:
+            if not (self.enabled and _is_capture_error(exc)):
+                return False  # the user's own exception propagates unchanged
+            capture_error = exc
+        if not self.enabled:
+            self.report = Report(name=self.name, device=self.device, notes=["checking disabled by GRAPHCHECK_DISABLE"])
+            self.checked = self._checked([])
+            return False
+        assert trace is not None
+        if capture_error is not None:
+            self.graph = None
+            self.report = self._capture_error_report(capture_error, trace)
+        else:
+            self.report = self._analyze(trace)
+        self.checked = self._checked(self._baked(trace))
+        if self.report.ok and self._reference_trace is not None and self._key is not None:
+            _validated[self._key[0]] = (self._key[1], self.report)
+        try:
+            act(self.report, self.on_failure, stacklevel=3)
+        except Exception as error:
+            if capture_error is not None:
+                raise error from capture_error
+            raise
+        return capture_error is not None  # a capture error was turned into a finding
+
+    # -- the checks -----------------------------------------------------------------------
+
+    def _owned(self) -> BufferSet | None:
+        owners = self._owners
+        if owners is None:
+            return None
+        if isinstance(owners, BufferSet):
+            return owners
+        return buffers_of(*owners, root=[f"owners[{i}]" for i in range(len(owners))] if len(owners) > 1 else "owner")
+
+    def _analyze(self, trace: LaunchTrace) -> Report:
+        owned = self._owned()
+        findings: list[Finding] = []
+        ran = []
+        notes = []
+        if self._reference_trace is not None:
+            findings += checks.drift(self._reference_trace, trace, owned)
+            ran.append("compare")
+        elif self.reference is not None:
+            notes.append("validated before in this process: the reference call and the comparison were skipped")
+        findings += checks.allocations(trace, owned)
+        ran.append("allocations")
+        if owned is not None:
+            findings += checks.ownership(trace, owned)
+            ran.append("ownership")
+        if self.graph is not None and _warp.graph_handle(self.graph):
+            from . import crosscheck
+
+            graph_findings, graph_notes = crosscheck.check_graph(
+                self.graph, trace, allow_foreign_nodes=self.allow_foreign_nodes
+            )
+            findings += graph_findings
+            notes += graph_notes
+            ran.append("graph")
+        elif not self.device.startswith("cpu"):
+            notes.append("the captured CUDA graph could not be read: its nodes were not cross-checked")
+        return Report(
+            findings,
+            allow=self.allow,
+            name=self.name,
+            device=self.device,
+            operations=len(trace),
+            checks=ran,
+            notes=notes,
+        )
+
+    def _capture_error_report(self, error: BaseException, trace: LaunchTrace) -> Report:
+        site = _user_site(error.__traceback__) or self._site
+        finding = make_finding(
+            "capture-error",
+            f"the capture failed with {type(error).__name__}",
+            index=len(trace) if len(trace) else None,
+            site=site,
+            captured=str(error),
+            values=str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__,
+        )
+        return Report([finding], allow=self.allow, name=self.name, device=self.device, operations=len(trace),
+                      checks=["capture"])  # fmt: skip
+
+    def _baked(self, trace: LaunchTrace) -> list[_Baked]:
+        owned = self._owned()
+        out = []
+        for index, record in enumerate(trace.records):
+            for name, ref in record.arrays():
+                hit = owned.buffer_at(ref.ptr) if owned is not None else None
+                out.append(
+                    _Baked(ref.start, max(ref.nbytes, 1), hit.label if hit else None, index, record.kernel, name,
+                           record.site)  # fmt: skip
+                )
+        if self.graph is not None and _warp.graph_handle(self.graph):
+            from . import crosscheck
+
+            out = crosscheck.baked_from_graph(self.graph, trace, out, owned)
+        return out
+
+    def _checked(self, baked: list[_Baked]) -> CheckedGraph:
+        return CheckedGraph(
+            self.graph,
+            self.report,
+            device=self.device,
+            owners=self._owners,
+            baked=baked,
+            on_failure=self.on_failure,
+            replay_check=self.replay_check,
+            enabled=self.enabled,
+        )
+
+    # -- after the block ------------------------------------------------------------------
+
+    def launch(self, stream: Any = None) -> None:
+        """Launch the captured graph (see :meth:`CheckedGraph.launch`)."""
+        if self.checked is None:
+            raise RuntimeError("the guarded block has not run yet: launch() after the `with GraphGuard(...)` block")
+        self.checked.launch(stream)
+
+    def check_replay(self, on_failure: str | None = None) -> Report:
+        """Check the baked addresses (see :meth:`CheckedGraph.check_replay`)."""
+        if self.checked is None:
+            raise RuntimeError("the guarded block has not run yet")
+        return self.checked.check_replay(on_failure)
+
+
+# Warp's own errors when work inside a capture cannot be captured.
+_CAPTURE_ERROR_WORDS = ("capture", "capturing")
+
+
+def _is_capture_error(error: BaseException) -> bool:
+    """Whether Warp raised ``error`` because the capture itself failed."""
+    if not isinstance(error, (RuntimeError, NotImplementedError)):
+        return False
+    text = str(error).lower()
+    if not any(word in text for word in _CAPTURE_ERROR_WORDS):
+        return False
+    tb = error.__traceback__
+    last = None
+    while tb is not None:
+        last = tb
+        tb = tb.tb_next
+    return last is not None and _warp.code_kind(last.tb_frame.f_code) == 1
+
+
+def _user_site(tb: TracebackType | None) -> Site | None:
+    site = None
+    while tb is not None:
+        if _warp.code_kind(tb.tb_frame.f_code) == 0:
+            site = site_of(tb.tb_frame.f_code, tb.tb_lasti)
+        tb = tb.tb_next
+    return site
+
+
+def capture(
+    fn: Callable[..., Any],
+    *args: Any,
+    device: Any = None,
+    owners: Any = None,
+    reference: bool | Callable[[], Any] | None = True,
+    on_failure: str = "raise",
+    allow: Iterable[Allow | str] | Allow | str | None = None,
+    replay_check: str = "first",
+    revalidate: bool = False,
+    allow_foreign_nodes: bool = False,
+    stream: Any = None,
+    force_module_load: bool | None = None,
+    capture_mode: Any = None,
+    **kwargs: Any,
+) -> CheckedGraph:
+    """Validate ``fn(*args, **kwargs)`` as a capture site, capture it, and return the graph.
+
+    ``fn`` runs eagerly once under a trace (the reference call), then is captured
+    under a trace with a real ``wp.ScopedCapture``; the two are compared and every
+    address checked against the owners and the allocations made during the call.
+
+    Args:
+        fn: the call to capture (a simulator's ``step``, an environment's ``reset``...).
+        args: its positional arguments.
+        device: the capture device (None: Warp's default device).
+        owners: the objects holding the call's buffers, or a :class:`BufferSet`; None:
+            the buffers reachable from ``fn`` and ``args``.
+        reference: True to run ``fn`` itself as the reference call, a callable to run
+            instead, or False/None for no reference call.
+        on_failure: ``"raise"``, ``"warn"`` or ``"log"``.
+        allow: finding kinds, or :class:`Allow` objects, to accept.
+        replay_check: when :meth:`CheckedGraph.launch` checks the baked addresses.
+        revalidate: validate again a site that passed before in this process.
+        allow_foreign_nodes: on CUDA, accept nodes from other libraries.
+        stream: passed to ``wp.ScopedCapture``.
+        force_module_load: passed to ``wp.ScopedCapture``.
+        capture_mode: passed to ``wp.ScopedCapture``.
+        kwargs: keyword arguments for ``fn``.
+
+    Returns:
+        A :class:`CheckedGraph`: ``.report``, ``.graph``, ``.check_replay()``, ``.launch()``.
+
+    Raises:
+        GraphCheckError: with ``on_failure="raise"``, when the site is not replay-safe.
+        TypeError: when ``fn`` or ``reference`` is not callable, or ``owners`` is not
+            made of objects.
+        ValueError: for a device Warp does not have, or owners that hold no arrays.
+    """
+    if not callable(fn):
+        raise TypeError(f"capture() needs a callable to capture, got {fn!r} (a {type(fn).__name__})")
+    if reference is True:
+        ref: Callable[[], Any] | None = (lambda: fn(*args, **kwargs)) if (args or kwargs) else fn
+    elif reference is False or reference is None:
+        ref = None
+    elif callable(reference):
+        ref = reference
+    else:
+        raise TypeError(f"reference= must be True, False or a callable, got {reference!r}")
+    inferred = owners is None
+    if inferred:
+        owners = tuple(o for o in (fn, *args, *kwargs.values()) if not isinstance(o, (str, bytes, int, float, bool)))
+    guard = GraphGuard(
+        device,
+        ref,
+        owners,
+        on_failure=on_failure,
+        allow=allow,
+        replay_check=replay_check,
+        revalidate=revalidate,
+        allow_foreign_nodes=allow_foreign_nodes,
+        stream=stream,
+        force_module_load=force_module_load,
+        capture_mode=capture_mode,
+        name=_callable_name(fn),
+        _inferred_owners=inferred,
+    )
+    if guard._key is not None:
+        code, lasti = _caller_site(2)
+        guard._key = _site_key(fn, code, lasti, guard.device)
+    with guard:
+        fn(*args, **kwargs)
+    assert guard.checked is not None
+    return guard.checked

@@ -1,0 +1,552 @@
+"""A public corpus of small Warp producers: known unsafe capture patterns, and safe ones.
+
+Each producer owns its buffers and has a ``step()`` that a user would capture. The
+class attribute ``expected`` names the one finding kind graphcheck must report when
+``step`` is captured (None: nothing). Producers with ``after_capture`` are safe to
+capture but made unsafe afterwards (``expected_replay`` names the replay finding).
+
+The corpus runs on any device; ``tests/test_corpus.py`` runs it on the CPU and
+``tests_gpu/test_gpu_corpus.py`` on CUDA.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import warp as wp
+
+from tests import kernels as K
+
+N = 64
+
+
+class Producer:
+    expected: str | None = None
+    expected_replay: str | None = None
+    #: What a CUDA capture reports where it differs (a readback breaks a CUDA capture).
+    expected_cuda: str | None = None
+
+    @classmethod
+    def expected_on(cls, device: str) -> str | None:
+        """The finding kind expected when ``step`` is captured on ``device``."""
+        if device.startswith("cuda") and cls.expected_cuda is not None:
+            return cls.expected_cuda
+        return cls.expected
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        self.x = wp.zeros(N, dtype=float, device=device)
+        self.v = wp.ones(N, dtype=float, device=device)
+
+    def step(self) -> None:
+        raise NotImplementedError
+
+    def after_capture(self) -> None:
+        """Break the producer after its graph was captured (replay-check producers)."""
+
+    def launch(self, kernel, inputs, dim=N):
+        wp.launch(kernel, dim=dim, inputs=inputs, device=self.device)
+
+
+# -- scalar-drift ------------------------------------------------------------------------
+
+
+class HostCounter(Producer):
+    """A Python step counter passed as a scalar: frozen at its capture-time value."""
+
+    expected = "scalar-drift"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.frame = 0
+
+    def step(self):
+        self.frame += 1
+        self.launch(K.counter_step, [self.x, self.frame])
+
+
+class Timestamp(Producer):
+    """Wall-clock time as a kernel argument."""
+
+    expected = "scalar-drift"
+
+    def step(self):
+        self.launch(K.integrate, [self.x, self.v, float(time.perf_counter())])
+
+
+class HostRngSeed(Producer):
+    """A host RNG drawn once per call: the graph replays one draw forever."""
+
+    expected = "scalar-drift"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.rng = np.random.default_rng(0)
+
+    def step(self):
+        self.launch(K.damp, [self.v, float(self.rng.uniform(0.9, 1.0))])
+
+
+class StructFieldCounter(Producer):
+    """A struct field updated on the host between calls."""
+
+    expected = "scalar-drift"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.params = K.Params()
+        self.params.scratch = wp.zeros(N, dtype=float, device=device)
+        self.params.dt = 0.01
+
+    def step(self):
+        self.params.dt = self.params.dt * 1.5
+        self.launch(K.with_struct, [self.x, self.params])
+
+
+class ReplayedCommandParam(Producer):
+    """A recorded wp.Launch command whose parameter is set from a host counter."""
+
+    expected = "scalar-drift"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.cmd = wp.launch(K.counter_step, dim=N, inputs=[self.x, 0], device=device, record_cmd=True)
+        self.frame = 0
+
+    def step(self):
+        self.frame += 1
+        self.cmd.set_param_by_name("step", self.frame)
+        self.cmd.launch()
+
+
+# -- buffer-drift ------------------------------------------------------------------------
+
+
+class OddPingPong(Producer):
+    """Buffers swapped in Python once per call: every other replay reads the wrong one."""
+
+    expected = "buffer-drift"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.y = wp.zeros(N, dtype=float, device=device)
+
+    def step(self):
+        self.launch(K.copy_kernel, [self.x, self.y])
+        self.x, self.y = self.y, self.x
+
+
+class RotatingView(Producer):
+    """A window into a ring buffer that advances each call: same buffer, other offset."""
+
+    expected = "buffer-drift"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.ring = wp.zeros(4 * N, dtype=float, device=device)
+        self.head = 0
+
+    def step(self):
+        window = self.ring[self.head : self.head + N]
+        self.launch(K.add_one, [window])
+        self.head = (self.head + N) % (3 * N)
+
+
+# -- per-call-allocation ------------------------------------------------------------------
+
+
+class ZerosPerCall(Producer):
+    """Scratch allocated with wp.zeros inside the captured call."""
+
+    expected = "per-call-allocation"
+
+    def step(self):
+        scratch = wp.zeros(N, dtype=float, device=self.device)
+        self.launch(K.square, [self.x, scratch])
+        self.launch(K.blend, [scratch, self.v, self.x])
+
+
+class ClonePerCall(Producer):
+    """A snapshot made with wp.clone inside the captured call."""
+
+    expected = "per-call-allocation"
+
+    def step(self):
+        previous = wp.clone(self.x)
+        self.launch(K.integrate, [self.x, self.v, 0.1])
+        self.launch(K.blend, [previous, self.x, self.v])
+
+
+class ArrayFromNumpyPerCall(Producer):
+    """Host data turned into a Warp array inside the captured call."""
+
+    expected = "per-call-allocation"
+
+    def step(self):
+        forces = wp.array(np.full(N, 0.5, dtype=np.float32), dtype=float, device=self.device)
+        self.launch(K.axpy, [forces, self.v, 1.0])
+
+
+class AssignFreshNumpy(Producer):
+    """assign() from a numpy array made in the call: the graph copies from freed memory."""
+
+    expected = "per-call-allocation"
+
+    def step(self):
+        self.v.assign(np.linspace(0.0, 1.0, N, dtype=np.float32))
+        self.launch(K.integrate, [self.x, self.v, 0.1])
+
+
+# -- launch-sequence-drift ----------------------------------------------------------------
+
+
+class ReadbackLoop(Producer):
+    """A loop whose iteration count depends on data read back to the host."""
+
+    expected = "launch-sequence-drift"
+    expected_cuda = "capture-error"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.residual = wp.array([3.0], dtype=float, device=device)
+
+    def step(self):
+        # The reference call runs three iterations; by the capture the residual is 0
+        # (on CUDA the readback itself breaks the capture).
+        while self.residual.numpy()[0] > 0.0:
+            wp.launch(K.decrement, dim=1, inputs=[self.residual], device=self.device)
+
+
+class EveryOtherCall(Producer):
+    """Extra work every other call (a Python branch on a counter)."""
+
+    expected = "launch-sequence-drift"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.calls = 0
+
+    def step(self):
+        self.calls += 1
+        self.launch(K.integrate, [self.x, self.v, 0.01])
+        if self.calls % 2 == 0:
+            self.launch(K.damp, [self.v, 0.99])
+        self.launch(K.add_one, [self.x])
+
+
+class KernelToggle(Producer):
+    """Two kernels alternating by a host flag."""
+
+    expected = "launch-sequence-drift"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.flip = False
+
+    def step(self):
+        self.flip = not self.flip
+        self.launch(K.square if self.flip else K.copy_kernel, [self.v, self.x])
+
+
+# -- dim-drift --------------------------------------------------------------------------
+
+
+class GrowingDim(Producer):
+    """The number of active particles grows each call and is the launch dimension."""
+
+    expected = "dim-drift"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.active = 8
+
+    def step(self):
+        self.active = min(self.active * 2, N)
+        self.launch(K.add_one, [self.x], dim=self.active)
+
+
+class DimFromReadback(Producer):
+    """The launch dimension read back from a device counter that changes."""
+
+    expected = "dim-drift"
+    expected_cuda = "capture-error"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.count = wp.array([4], dtype=int, device=device)
+
+    def step(self):
+        n = int(self.count.numpy()[0])
+        self.launch(K.add_one, [self.x], dim=n)
+        wp.launch(K.bump, dim=1, inputs=[self.count], device=self.device)
+
+
+# -- copy-drift -------------------------------------------------------------------------
+
+
+class CopyCount(Producer):
+    """A copy whose element count follows a host value."""
+
+    expected = "copy-drift"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.filled = 4
+
+    def step(self):
+        wp.copy(self.x, self.v, count=self.filled)
+        self.filled += 4
+
+
+class FillValue(Producer):
+    """A fill whose value is a host variable."""
+
+    expected = "copy-drift"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.level = 0.0
+
+    def step(self):
+        self.level += 1.0
+        self.x.fill_(self.level)
+
+
+class CopyOffset(Producer):
+    """A copy into a history buffer at an offset that advances each call."""
+
+    expected = "copy-drift"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.history = wp.zeros(8 * N, dtype=float, device=device)
+        self.slot = 0
+
+    def step(self):
+        wp.copy(self.history, self.x, dest_offset=self.slot * N, count=N)
+        self.slot = (self.slot + 1) % 8
+
+
+# -- foreign-buffer ----------------------------------------------------------------------
+
+_SHARED_SCRATCH: dict[str, wp.array] = {}
+
+
+def _scratch(device: str) -> wp.array:
+    if device not in _SHARED_SCRATCH:
+        _SHARED_SCRATCH[device] = wp.zeros(N, dtype=float, device=device)
+    return _SHARED_SCRATCH[device]
+
+
+class ModuleGlobalScratch(Producer):
+    """Scratch shared through a module global: two producers side by side collide."""
+
+    expected = "foreign-buffer"
+
+    def step(self):
+        scratch = _scratch(self.device)
+        self.launch(K.square, [self.x, scratch])
+        self.launch(K.blend, [scratch, self.v, self.x])
+
+
+# -- stale-pointer (safe to capture; broken before replay) --------------------------------
+
+
+class ReassignedAfterCapture(Producer):
+    """A buffer the graph uses is replaced by a new array after the capture."""
+
+    expected_replay = "stale-pointer"
+
+    def step(self):
+        self.launch(K.integrate, [self.x, self.v, 0.01])
+
+    def after_capture(self):
+        self.v = wp.full(N, 2.0, dtype=float, device=self.device)
+
+
+class FreedScratch(Producer):
+    """Scratch the graph uses is dropped after the capture."""
+
+    expected_replay = "stale-pointer"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.scratch = wp.zeros(N, dtype=float, device=device)
+
+    def step(self):
+        self.launch(K.square, [self.x, self.scratch])
+        self.launch(K.blend, [self.scratch, self.v, self.x])
+
+    def after_capture(self):
+        self.scratch = None
+
+
+class ResizedBuffer(Producer):
+    """A buffer grown after the capture: the graph holds the old one."""
+
+    expected_replay = "stale-pointer"
+
+    def step(self):
+        self.launch(K.add_one, [self.x])
+
+    def after_capture(self):
+        self.x = wp.zeros(2 * N, dtype=float, device=self.device)
+
+
+# -- safe ---------------------------------------------------------------------------------
+
+
+class DeviceCounter(Producer):
+    """The step counter lives on the device and is advanced by a kernel."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.counter = wp.zeros(1, dtype=int, device=device)
+
+    def step(self):
+        self.launch(K.device_counter, [self.counter, self.x])
+
+
+class ConstantNaN(Producer):
+    """A constant NaN scalar (NaN compares equal to itself here)."""
+
+    def step(self):
+        self.launch(K.nan_scale, [self.x, float("nan")])
+
+
+class EvenPingPong(Producer):
+    """Buffers swapped twice per call: the same buffers at the same places every call."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.y = wp.zeros(N, dtype=float, device=device)
+
+    def step(self):
+        for _ in range(2):
+            self.launch(K.copy_kernel, [self.x, self.y])
+            self.x, self.y = self.y, self.x
+
+
+class SubarrayViews(Producer):
+    """Views (slices) taken in the call at fixed offsets: views are not allocations."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.ring = wp.zeros(4 * N, dtype=float, device=device)
+
+    def step(self):
+        self.launch(K.add_one, [self.ring[N : 2 * N]])
+        self.launch(K.copy_kernel, [self.ring[2 * N : 3 * N], self.x])
+
+
+class ReshapedView(Producer):
+    """A reshaped view of an owned buffer, made in each call."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.grid = wp.zeros((8, 8), dtype=float, device=device)
+
+    def step(self):
+        flat = self.grid.reshape(N)
+        self.launch(K.add_one, [flat])
+
+
+class RecordedCommand(Producer):
+    """A wp.Launch command recorded once and replayed with fixed parameters."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.cmd = wp.launch(K.integrate, dim=N, inputs=[self.x, self.v, 0.01], device=device, record_cmd=True)
+
+    def step(self):
+        self.cmd.launch()
+
+
+class InPlaceUpdates(Producer):
+    """Copies and fills between owned buffers with fixed arguments."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.previous = wp.zeros(N, dtype=float, device=device)
+
+    def step(self):
+        wp.copy(self.previous, self.x)
+        self.launch(K.integrate, [self.x, self.v, 0.01])
+        self.v.fill_(1.0)
+
+
+class LazyScratch(Producer):
+    """Scratch allocated on the first call and kept: later calls reuse it."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.scratch = None
+
+    def step(self):
+        if self.scratch is None:
+            self.scratch = wp.zeros(N, dtype=float, device=self.device)
+        self.launch(K.square, [self.x, self.scratch])
+
+
+class ConstantStruct(Producer):
+    """A struct with fixed fields."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.params = K.Params()
+        self.params.scratch = wp.zeros(N, dtype=float, device=device)
+        self.params.dt = 0.01
+        self.params.gravity = wp.vec3(0.0, -9.8, 0.0)
+
+    def step(self):
+        self.launch(K.with_struct, [self.x, self.params])
+
+
+class ContentsChangedInPlace(Producer):
+    """Safe to capture, and after it the buffers' contents change in place: still safe."""
+
+    def step(self):
+        self.launch(K.integrate, [self.x, self.v, 0.01])
+
+    def after_capture(self):
+        self.v.fill_(3.0)
+        self.x.assign(np.zeros(N, dtype=np.float32))
+
+
+UNSAFE = [
+    HostCounter,
+    Timestamp,
+    HostRngSeed,
+    StructFieldCounter,
+    ReplayedCommandParam,
+    OddPingPong,
+    RotatingView,
+    ZerosPerCall,
+    ClonePerCall,
+    ArrayFromNumpyPerCall,
+    AssignFreshNumpy,
+    ReadbackLoop,
+    EveryOtherCall,
+    KernelToggle,
+    GrowingDim,
+    DimFromReadback,
+    CopyCount,
+    FillValue,
+    CopyOffset,
+    ModuleGlobalScratch,
+]
+STALE = [ReassignedAfterCapture, FreedScratch, ResizedBuffer]
+SAFE = [
+    DeviceCounter,
+    ConstantNaN,
+    EvenPingPong,
+    SubarrayViews,
+    ReshapedView,
+    RecordedCommand,
+    InPlaceUpdates,
+    LazyScratch,
+    ConstantStruct,
+    ContentsChangedInPlace,
+]
+ALL = UNSAFE + STALE + SAFE

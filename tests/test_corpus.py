@@ -1,0 +1,68 @@
+"""The public corpus on the CPU: every unsafe pattern caught with its kind, safe ones pass."""
+
+import pytest
+
+import graphcheck as gc
+from tests import producers as P
+
+DEVICE = "cpu"
+
+
+@pytest.mark.parametrize("producer", P.UNSAFE, ids=lambda p: p.__name__)
+def test_unsafe_producer_is_caught_with_its_kind(producer):
+    p = producer(DEVICE)
+    checked = gc.capture(p.step, device=DEVICE, owners=(p,), on_failure="log")
+    assert set(checked.report.kinds()) == {producer.expected_on(DEVICE)}, str(checked.report)
+    for finding in checked.report.findings:
+        assert finding.site is not None and finding.site.filename.endswith("producers.py"), finding
+        assert finding.fix and finding.fix in finding.message
+
+
+@pytest.mark.parametrize("producer", P.UNSAFE, ids=lambda p: p.__name__)
+def test_unsafe_producer_raises_by_default(producer):
+    p = producer(DEVICE)
+    with pytest.raises(gc.GraphCheckError) as error:
+        gc.capture(p.step, device=DEVICE, owners=(p,))
+    assert isinstance(error.value, AssertionError)
+    assert producer.expected_on(DEVICE) in str(error.value)
+    assert not error.value.report.ok
+
+
+@pytest.mark.parametrize("producer", P.SAFE + P.STALE, ids=lambda p: p.__name__)
+def test_safe_producer_passes_and_replays(producer):
+    p = producer(DEVICE)
+    checked = gc.capture(p.step, device=DEVICE, owners=(p,))
+    assert checked.report.ok, str(checked.report)
+    checked.launch()
+    checked.launch()
+    assert checked.check_replay().ok
+
+
+@pytest.mark.parametrize("producer", P.STALE + [P.ContentsChangedInPlace], ids=lambda p: p.__name__)
+def test_replay_check_after_the_producer_changed(producer):
+    p = producer(DEVICE)
+    checked = gc.capture(p.step, device=DEVICE, owners=(p,))
+    p.after_capture()
+    replay = checked.check_replay(on_failure="log")
+    expected = {producer.expected_replay} if producer.expected_replay else set()
+    assert set(replay.kinds()) == expected, str(replay)
+    if expected:
+        with pytest.raises(gc.GraphCheckError, match="stale-pointer"):
+            checked.launch()
+
+
+def test_owners_default_to_the_bound_method_s_object():
+    p = P.ModuleGlobalScratch(DEVICE)
+    checked = gc.capture(p.step, device=DEVICE, on_failure="log")
+    assert set(checked.report.kinds()) == {"foreign-buffer"}
+    (finding,) = checked.report.findings
+    assert "none of the 2 owned buffers" in finding.message
+
+
+def test_the_corpus_is_large_enough():
+    assert len(P.UNSAFE) + len(P.STALE) + len(P.SAFE) >= 25
+    kinds = {p.expected for p in P.UNSAFE} | {p.expected_replay for p in P.STALE}
+    assert kinds >= {
+        "scalar-drift", "buffer-drift", "per-call-allocation", "launch-sequence-drift", "dim-drift",
+        "copy-drift", "foreign-buffer", "stale-pointer",
+    }  # fmt: skip
