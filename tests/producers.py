@@ -328,6 +328,19 @@ class CopyOffset(Producer):
         self.slot = (self.slot + 1) % 8
 
 
+# -- capture-error ----------------------------------------------------------------------
+
+
+class ReductionReadback(Producer):
+    """A reduction read back to the host inside the captured call."""
+
+    expected = "capture-error"
+
+    def step(self):
+        total = wp.utils.array_sum(self.x)
+        self.launch(K.damp, [self.v, 1.0 / (1.0 + abs(total))])
+
+
 # -- foreign-buffer ----------------------------------------------------------------------
 
 _SHARED_SCRATCH: dict[str, wp.array] = {}
@@ -534,6 +547,7 @@ UNSAFE = [
     CopyCount,
     FillValue,
     CopyOffset,
+    ReductionReadback,
     ModuleGlobalScratch,
 ]
 STALE = [ReassignedAfterCapture, FreedScratch, ResizedBuffer]

@@ -1,0 +1,280 @@
+"""GraphGuard and capture(): the user-facing verdict, its options and its errors."""
+
+import json
+import logging
+import warnings
+
+import pytest
+import warp as wp
+
+import graphcheck as gc
+from graphcheck import _warp
+from tests import kernels as K
+from tests import producers as P
+
+DEVICE = "cpu"
+
+
+def test_graph_guard_validates_a_block_against_its_reference():
+    sim = P.HostCounter(DEVICE)
+    with pytest.raises(gc.GraphCheckError) as error:
+        with gc.GraphGuard(device=DEVICE, reference=sim.step, owners=(sim,)):
+            sim.step()
+    assert set(error.value.report.kinds()) == {"scalar-drift"}
+
+
+def test_graph_guard_on_a_safe_block_launches_its_graph():
+    sim = P.DeviceCounter(DEVICE)
+    with gc.GraphGuard(device=DEVICE, reference=sim.step, owners=(sim,)) as guard:
+        sim.step()
+    assert guard.report.ok and guard.graph is not None
+    before = sim.x.numpy().copy()
+    guard.launch()
+    guard.launch()
+    # The reference call advanced the counter to 1; the replays read 1, then 2.
+    assert sim.x.numpy()[0] == before[0] + 1 + 2
+    assert sim.counter.numpy()[0] == 3
+
+
+def test_graph_guard_without_a_reference_still_finds_allocations_and_foreign_buffers():
+    sim = P.ZerosPerCall(DEVICE)
+    with gc.GraphGuard(device=DEVICE, owners=(sim,), on_failure="log") as guard:
+        sim.step()
+    assert set(guard.report.kinds()) == {"per-call-allocation"}
+    assert "compare" not in guard.report.checks
+
+
+def test_the_users_exception_propagates_unchanged_and_nothing_is_left_behind():
+    sim = P.DeviceCounter(DEVICE)
+
+    class Boom(Exception):
+        pass
+
+    boom = Boom("from the user")
+    with pytest.raises(Boom) as error:
+        with gc.GraphGuard(device=DEVICE, reference=sim.step, owners=(sim,)):
+            sim.step()
+            raise boom
+    assert error.value is boom
+    assert not _warp.hooks_installed()
+    assert not _warp.capture_in_progress(DEVICE)
+    # Warp is usable again: a new capture works.
+    with wp.ScopedCapture(device=DEVICE):
+        sim.step()
+
+
+def test_an_exception_in_the_reference_call_propagates():
+    def reference():
+        raise KeyError("reference")
+
+    with pytest.raises(KeyError, match="reference"):
+        with gc.GraphGuard(device=DEVICE, reference=reference, owners=(P.DeviceCounter(DEVICE),)):
+            pass
+    assert not _warp.capture_in_progress(DEVICE) and not _warp.hooks_installed()
+
+
+def test_a_capture_error_becomes_a_finding_with_its_site():
+    sim = P.ReductionReadback(DEVICE)
+    with pytest.raises(gc.GraphCheckError) as error:
+        gc.capture(sim.step, device=DEVICE, owners=(sim,))
+    (finding,) = error.value.report.findings
+    assert finding.kind == "capture-error"
+    assert finding.site.filename.endswith("producers.py")
+    assert "array_sum" in finding.message
+    assert isinstance(error.value.__cause__, NotImplementedError)
+    assert not _warp.capture_in_progress(DEVICE)
+
+
+def test_a_capture_error_with_on_failure_log_gives_no_graph(caplog):
+    sim = P.ReductionReadback(DEVICE)
+    with caplog.at_level(logging.WARNING, logger="graphcheck"):
+        checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), on_failure="log")
+    assert checked.graph is None and not checked.ok
+    assert "capture-error" in caplog.text
+    with pytest.raises(RuntimeError, match="the capture failed"):
+        checked.launch()
+
+
+def test_on_failure_warn_keeps_running():
+    sim = P.HostCounter(DEVICE)
+    with pytest.warns(gc.GraphCheckWarning, match="scalar-drift"):
+        checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), on_failure="warn")
+    checked.launch()
+
+
+def test_clear_errors_for_bad_input():
+    sim = P.DeviceCounter(DEVICE)
+    with pytest.raises(TypeError, match="reference= must be a callable.*got 42"):
+        gc.GraphGuard(device=DEVICE, reference=42)
+    with pytest.raises(TypeError, match="capture\\(\\) needs a callable"):
+        gc.capture("sim.step", device=DEVICE)
+    with pytest.raises(TypeError, match="owners= takes the objects.*got 'sim'"):
+        gc.capture(sim.step, device=DEVICE, owners=("sim",))
+    with pytest.raises(ValueError, match="hold no Warp arrays"):
+        gc.capture(sim.step, device=DEVICE, owners=(object(),))
+    with pytest.raises(ValueError, match="on_failure must be one of"):
+        gc.capture(sim.step, device=DEVICE, on_failure="explode")
+    with pytest.raises(ValueError, match="unknown finding kind 'scalar-drfit'"):
+        gc.capture(sim.step, device=DEVICE, allow=["scalar-drfit"])
+    with pytest.raises(ValueError, match="replay_check must be one of"):
+        gc.capture(sim.step, device=DEVICE, replay_check="sometimes")
+    assert not _warp.hooks_installed()
+
+
+@pytest.mark.skipif(_warp.cuda_available(), reason="needs a machine without CUDA")
+def test_a_cuda_device_without_cuda_is_a_clear_error():
+    sim = P.DeviceCounter(DEVICE)
+    with pytest.raises(ValueError, match="no CUDA device; use device='cpu'"):
+        gc.capture(sim.step, device="cuda")
+    with pytest.raises(ValueError, match="cannot capture on device 'cuda:0'"):
+        gc.GraphGuard(device="cuda:0")
+
+
+def test_allow_suppresses_a_named_kind_at_a_named_kernel_and_argument():
+    sim = P.HostCounter(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), allow=[gc.Allow("scalar-drift", "counter_step")])
+    assert checked.ok and len(checked.report.suppressed) == 1
+    sim = P.HostCounter(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), allow="scalar-drift")
+    assert checked.ok
+    sim = P.HostCounter(DEVICE)
+    with pytest.raises(gc.GraphCheckError):
+        gc.capture(sim.step, device=DEVICE, owners=(sim,), allow=[gc.Allow("scalar-drift", arg="other")])
+
+
+def test_report_text_groups_findings_and_to_dict_is_json_ready():
+    class TwoBugs(P.Producer):
+        def __init__(self, device):
+            super().__init__(device)
+            self.frame = 0
+
+        def step(self):
+            self.frame += 1
+            wp.launch(K.counter_step, dim=P.N, inputs=[self.x, self.frame], device=self.device)
+            scratch = wp.zeros(P.N, dtype=float, device=self.device)
+            wp.launch(K.square, dim=P.N, inputs=[self.x, scratch], device=self.device)
+
+    sim = TwoBugs(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), on_failure="log")
+    text = str(checked.report)
+    assert text.splitlines()[0] == "graphcheck: 2 findings in test_report_text_groups_findings_and_to_dict_is_json_ready.<locals>.TwoBugs.step on cpu (2 operations)"
+    assert "scalar-drift (1):" in text and "per-call-allocation (1):" in text
+    data = json.loads(json.dumps(checked.report.to_dict()))
+    assert data["ok"] is False
+    assert [f["kind"] for f in data["findings"]] == ["scalar-drift", "per-call-allocation"]
+    assert data["findings"][0]["reference"] == 1 and data["findings"][0]["captured"] == 2
+    assert data["findings"][0]["site"]["file"].endswith("test_guard.py")
+    assert json.loads(checked.report.to_json())["checks"] == ["compare", "allocations", "ownership"]
+
+
+def test_every_finding_names_kernel_argument_index_site_values_and_fix():
+    sim = P.HostCounter(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), on_failure="log")
+    (f,) = checked.report.findings
+    assert (f.kind, f.kernel, f.arg, f.index) == ("scalar-drift", "tests.kernels.counter_step", "step", 0)
+    assert (f.reference, f.captured) == (1, 2)
+    for part in ("tests.kernels.counter_step", "'step'", "operation #0", "producers.py:", "1 in the reference call",
+                 "2 captured", "(Δ +1)", "fix: pass a value"):  # fmt: skip
+        assert part in f.message
+
+
+def test_replay_check_modes():
+    sim = P.ReassignedAfterCapture(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), replay_check="never")
+    sim.after_capture()
+    checked.launch()  # not checked
+    sim = P.ReassignedAfterCapture(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), replay_check="first")
+    checked.launch()
+    sim.after_capture()
+    checked.launch()  # checked the first time only
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), replay_check="always")
+    checked.launch()
+    sim.after_capture()
+    with pytest.raises(gc.GraphCheckError, match="stale-pointer"):
+        checked.launch()
+
+
+def test_the_environment_switch_turns_checking_off(monkeypatch):
+    monkeypatch.setenv("GRAPHCHECK_DISABLE", "1")
+    assert not gc.checking_enabled()
+    sim = P.HostCounter(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,))
+    assert checked.ok and "disabled" in checked.report.notes[0]
+    assert sim.frame == 1, "no reference call"
+    sim.after_capture()
+    checked.launch()
+    assert not _warp.hooks_installed()
+
+
+def test_a_site_validated_before_skips_the_reference_call():
+    sim = P.DeviceCounter(DEVICE)
+    calls = []
+
+    def step():
+        calls.append(1)
+        sim.step()
+
+    def validate():
+        return gc.capture(step, device=DEVICE, owners=(sim,))
+
+    first = validate()
+    assert len(calls) == 2 and "compare" in first.report.checks
+    second = validate()
+    assert len(calls) == 3, "only the capture ran"
+    assert "compare" not in second.report.checks and second.ok
+    assert "validated before" in second.report.notes[0]
+    third = gc.capture(step, device=DEVICE, owners=(sim,), revalidate=True)
+    assert len(calls) == 5 and "compare" in third.report.checks
+
+
+def test_a_new_producer_at_the_same_line_is_validated_again():
+    def validate(sim):
+        return gc.capture(sim.step, device=DEVICE, owners=(sim,), on_failure="log")
+
+    assert validate(P.DeviceCounter(DEVICE)).ok
+    assert not validate(P.HostCounter(DEVICE)).ok
+
+
+def test_capture_passes_arguments_and_infers_owners_from_them():
+    state = {"x": wp.zeros(8, dtype=float, device=DEVICE)}
+
+    def step(state, alpha):
+        wp.launch(K.damp, dim=8, inputs=[state["x"], alpha], device=DEVICE)
+
+    checked = gc.capture(step, state, 0.5, device=DEVICE)
+    assert checked.ok and checked.report.checks == ("compare", "allocations", "ownership")
+
+
+def test_capture_options_pass_through_to_scoped_capture():
+    sim = P.DeviceCounter(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), force_module_load=False)
+    assert checked.ok
+
+
+def test_warp_examples_style_step_with_substeps_passes():
+    class Sim:
+        def __init__(self):
+            self.x = wp.zeros(32, dtype=float, device=DEVICE)
+            self.v = wp.ones(32, dtype=float, device=DEVICE)
+            self.x_next = wp.zeros(32, dtype=float, device=DEVICE)
+            self.substeps = 4
+
+        def step(self):
+            for _ in range(self.substeps):
+                wp.launch(K.integrate, dim=32, inputs=[self.x, self.v, 0.01], device=DEVICE)
+                wp.launch(K.copy_kernel, dim=32, inputs=[self.x, self.x_next], device=DEVICE)
+                self.x, self.x_next = self.x_next, self.x
+
+    sim = Sim()
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,))
+    assert checked.ok, str(checked.report)
+
+
+def test_no_warning_or_log_when_the_site_is_safe(caplog):
+    sim = P.DeviceCounter(DEVICE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with caplog.at_level(logging.DEBUG, logger="graphcheck"):
+            gc.capture(sim.step, device=DEVICE, owners=(sim,), on_failure="warn")
+    assert caplog.text == ""
