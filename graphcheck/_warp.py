@@ -64,6 +64,8 @@ WARP_VERSION: str = wp.__version__
 
 _WARP_DIR = os.path.dirname(os.path.abspath(wp.__file__)) + os.sep
 _GRAPHCHECK_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# Code that ships inside the warp package but is user code: its examples and tests.
+_WARP_USER_DIRS = (_WARP_DIR + "examples" + os.sep, _WARP_DIR + "tests" + os.sep)
 
 
 class UnsupportedWarpError(RuntimeError):
@@ -456,7 +458,7 @@ def code_kind(code: types.CodeType) -> int:
     """0 for user code, 1 for Warp's own code, 2 for graphcheck's (and its trampolines)."""
     filename = code.co_filename
     if filename.startswith(_WARP_DIR):
-        return 1
+        return 0 if filename.startswith(_WARP_USER_DIRS) else 1
     if filename.startswith(_GRAPHCHECK_DIR) or filename.startswith("<graphcheck"):
         return 2
     return 0
@@ -496,6 +498,8 @@ def struct_fields(value: Any) -> list[str] | None:
 def is_warp_object(value: Any) -> bool:
     """Whether ``value`` is one of Warp's own objects (device, stream, kernel, graph...)."""
     module = type(value).__module__ or ""
+    if module.startswith(("warp.examples", "warp.tests")):
+        return False  # user code that ships with Warp
     return module == "warp" or module.startswith("warp.")
 
 
