@@ -19,7 +19,7 @@ from typing import Any
 
 import warp as wp
 
-wp.config.quiet = True
+wp.config.log_level = wp.LOG_WARNING
 
 from . import bench_record  # noqa: E402
 

@@ -64,6 +64,8 @@ WARP_VERSION: str = wp.__version__
 
 _WARP_DIR = os.path.dirname(os.path.abspath(wp.__file__)) + os.sep
 _GRAPHCHECK_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# graphcheck's bundled demo producer plays the user's part.
+_GRAPHCHECK_DEMO = _GRAPHCHECK_DIR + "demo.py"
 # Code that ships inside the warp package but is user code: its examples and tests.
 _WARP_USER_DIRS = (_WARP_DIR + "examples" + os.sep, _WARP_DIR + "tests" + os.sep)
 
@@ -460,7 +462,7 @@ def code_kind(code: types.CodeType) -> int:
     if filename.startswith(_WARP_DIR):
         return 0 if filename.startswith(_WARP_USER_DIRS) else 1
     if filename.startswith(_GRAPHCHECK_DIR) or filename.startswith("<graphcheck"):
-        return 2
+        return 0 if filename == _GRAPHCHECK_DEMO else 2
     return 0
 
 
@@ -809,11 +811,12 @@ def struct_param_slices(struct_type: type) -> tuple[tuple[int, int], ...]:
 
 def scoped_capture(device: Any, **options: Any) -> Any:
     """A real ``wp.ScopedCapture`` on ``device`` with the caller's options."""
-    return wp.ScopedCapture(device=device, **options)
+    return ORIGINAL_SCOPED_CAPTURE(device=device, **options)
 
 
 def capture_launch(graph: Any, stream: Any = None) -> None:
-    wp.capture_launch(graph, stream=stream)
+    """Replay a graph with Warp's own ``wp.capture_launch``."""
+    original_capture_launch(graph, stream)
 
 
 def capture_in_progress(device: Any) -> bool:
@@ -905,3 +908,44 @@ def device_of_stream(handle: int | None) -> str | None:
             if stream_handle(stream) == handle:
                 return str(device)
     return str(_context.runtime.get_device(None))
+
+
+# --------------------------------------------------------------------------------------
+# Guarding every capture of a program (graphcheck run, the pytest marker)
+# --------------------------------------------------------------------------------------
+
+#: Warp's own ScopedCapture, whatever the capture-API patch below has put in its place.
+ORIGINAL_SCOPED_CAPTURE = wp.ScopedCapture
+_ORIGINAL_CAPTURE_LAUNCH = wp.capture_launch
+
+
+def patch_capture_api(scoped_capture: type, capture_launch: Callable[..., Any]) -> Callable[[], None]:
+    """Put ``scoped_capture`` and ``capture_launch`` where programs look them up.
+
+    Replaces ``wp.ScopedCapture`` (also ``warp.utils.ScopedCapture``) and
+    ``wp.capture_launch``; code that bound them before the patch is not reached.
+
+    Returns:
+        A function that puts Warp's own back.
+    """
+    import warp.utils as public_utils
+    from warp._src import utils as private_utils
+
+    targets = [(wp, "ScopedCapture", scoped_capture), (wp, "capture_launch", capture_launch)]
+    for module in (public_utils, private_utils):
+        if getattr(module, "ScopedCapture", None) is ORIGINAL_SCOPED_CAPTURE:
+            targets.append((module, "ScopedCapture", scoped_capture))
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in targets]
+    for owner, name, value in targets:
+        setattr(owner, name, value)
+
+    def restore() -> None:
+        for owner, name, value in saved:
+            setattr(owner, name, value)
+
+    return restore
+
+
+def original_capture_launch(graph: Any, stream: Any = None) -> None:
+    """Warp's own ``wp.capture_launch``, even while the capture API is patched."""
+    _ORIGINAL_CAPTURE_LAUNCH(graph, stream=stream)

@@ -411,7 +411,7 @@ class GraphCheckWarning(UserWarning):
     """Raised as a warning instead of an error with ``on_failure="warn"``."""
 
 
-ON_FAILURE = ("raise", "warn", "log")
+ON_FAILURE = ("raise", "warn", "log", "ignore")
 
 
 def check_on_failure(on_failure: str) -> str:
@@ -428,5 +428,5 @@ def act(report: Report, on_failure: str, stacklevel: int = 3) -> None:
         raise GraphCheckError(report)
     if on_failure == "warn":
         warnings.warn(str(report), GraphCheckWarning, stacklevel=stacklevel)
-    else:
+    elif on_failure == "log":
         logger.warning("%s", report)

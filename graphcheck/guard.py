@@ -145,6 +145,7 @@ class CheckedGraph:
     Attributes:
         graph: the ``wp.Graph`` (None when the capture failed).
         report: the verdict on the capture site.
+        trace: the operations the captured call recorded (None with checking disabled).
         device: the capture device.
         replay_check: when :meth:`launch` runs :meth:`check_replay`: ``"first"`` (the first
             launch only), ``"always"`` or ``"never"``.
@@ -161,8 +162,10 @@ class CheckedGraph:
         on_failure: str,
         replay_check: str,
         enabled: bool = True,
+        trace: LaunchTrace | None = None,
     ) -> None:
         self.graph = graph
+        self.trace = trace
         self.report = report
         self.device = device
         self.replay_check = replay_check
@@ -294,8 +297,8 @@ class GraphGuard:
             environment), or a :class:`BufferSet`; None: the buffers reachable from
             ``reference`` (its closure, or the object a bound method is bound to).
         on_failure: ``"raise"`` (:class:`GraphCheckError`), ``"warn"``
-            (:class:`GraphCheckWarning`) or ``"log"`` (a warning on the ``graphcheck``
-            logger).
+            (:class:`GraphCheckWarning`), ``"log"`` (a warning on the ``graphcheck``
+            logger) or ``"ignore"`` (keep the report, do nothing).
         allow: finding kinds, or :class:`Allow` objects, to accept.
         replay_check: when :meth:`launch` checks the baked addresses: ``"first"``,
             ``"always"`` or ``"never"``.
@@ -414,7 +417,7 @@ class GraphGuard:
             capture_error = exc
         if not self.enabled:
             self.report = Report(name=self.name, device=self.device, notes=["checking disabled by GRAPHCHECK_DISABLE"])
-            self.checked = self._checked([])
+            self.checked = self._checked([], None)
             return False
         assert trace is not None
         if capture_error is not None:
@@ -422,7 +425,7 @@ class GraphGuard:
             self.report = self._capture_error_report(capture_error, trace)
         else:
             self.report = self._analyze(trace)
-        self.checked = self._checked(self._baked(trace))
+        self.checked = self._checked(self._baked(trace), trace)
         if self.report.ok and self._reference_trace is not None and self._key is not None:
             _validated[self._key[0]] = (self._key[1], self.report)
         try:
@@ -508,7 +511,7 @@ class GraphGuard:
             out = crosscheck.baked_from_graph(self.graph, trace, out, owned)
         return out
 
-    def _checked(self, baked: list[_Baked]) -> CheckedGraph:
+    def _checked(self, baked: list[_Baked], trace: LaunchTrace | None) -> CheckedGraph:
         return CheckedGraph(
             self.graph,
             self.report,
@@ -518,6 +521,7 @@ class GraphGuard:
             on_failure=self.on_failure,
             replay_check=self.replay_check,
             enabled=self.enabled,
+            trace=trace,
         )
 
     # -- after the block ------------------------------------------------------------------
@@ -593,7 +597,7 @@ def capture(
             the buffers reachable from ``fn`` and ``args``.
         reference: True to run ``fn`` itself as the reference call, a callable to run
             instead, or False/None for no reference call.
-        on_failure: ``"raise"``, ``"warn"`` or ``"log"``.
+        on_failure: ``"raise"``, ``"warn"``, ``"log"`` or ``"ignore"`` (see :class:`GraphGuard`).
         allow: finding kinds, or :class:`Allow` objects, to accept.
         replay_check: when :meth:`CheckedGraph.launch` checks the baked addresses.
         revalidate: validate again a site that passed before in this process.

@@ -1,0 +1,5 @@
+"""``python -m graphcheck``: the same as the ``graphcheck`` command."""
+
+from .cli import main
+
+raise SystemExit(main())

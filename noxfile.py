@@ -1,0 +1,56 @@
+"""Sessions for graphcheck's checks: ``nox -l`` lists them; ``nox`` runs lint and tests."""
+
+from __future__ import annotations
+
+import nox
+
+nox.needs_version = ">=2024.3"
+nox.options.default_venv_backend = "venv"
+nox.options.sessions = ["lint", "tests"]
+nox.options.reuse_existing_virtualenvs = True
+
+PYTHON = ["3.10", "3.11", "3.12", "3.13"]
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Run the test suite on the CPU (real Warp kernels and real CPU graph captures)."""
+    session.install("-e", ".[test]")
+    session.run("python", "-m", "pytest", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """Lint with ruff and type-check with mypy."""
+    session.install("-e", ".", "ruff>=0.6", "mypy>=1.10")
+    session.run("ruff", "check", "graphcheck", "tests", "tests_gpu", "benchmarks", "examples", "noxfile.py")
+    session.run("ruff", "format", "--check", "graphcheck")
+    session.run("mypy")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Run the benchmarks: ratios against bare Warp, and the bars from SPEC.md."""
+    session.install("-e", ".")
+    session.run("python", "-m", "benchmarks.run", *session.posargs)
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the documentation with Sphinx, warnings as errors (``-- --serve`` to serve it)."""
+    session.install("-e", ".[docs]")
+    session.run("sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html")
+    if "--serve" in session.posargs:
+        session.run("python", "-m", "http.server", "-d", "docs/_build/html", "8000")
+
+
+@nox.session
+def gpu(session: nox.Session) -> None:
+    """Run tests_gpu/ and the GPU benchmark on a CUDA machine (skips without CUDA)."""
+    session.install("-e", ".[test]")
+    probe = "import warp as wp; wp.config.quiet = True; wp.init(); print(int(wp.is_cuda_available()))"
+    available = session.run("python", "-c", probe, silent=True)
+    if not available or available.strip().splitlines()[-1] != "1":
+        session.skip("no CUDA device visible to Warp: tests_gpu/ needs one")
+    session.run("python", "-m", "pytest", "tests_gpu", "-v", *session.posargs)
+    session.run("python", "-m", "benchmarks.run", "graph")
