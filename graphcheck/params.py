@@ -238,8 +238,8 @@ def _field_name(spec: ParamSpec, offset: int, prefix: str) -> str:
         for fname, ftype in spec.ctype._fields_:
             desc = getattr(spec.ctype, fname)
             if desc.offset <= offset < desc.offset + desc.size:
-                item = ctypes.sizeof(getattr(ftype, "_type_", ftype))
                 if issubclass(ftype, ctypes.Array):
+                    item = ctypes.sizeof(ftype._type_)
                     return f"{name}.{fname}[{(offset - desc.offset) // item}]"
                 return f"{name}.{fname}"
         return f"{name}+{offset}"
