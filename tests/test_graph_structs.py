@@ -248,6 +248,7 @@ def test_field_names_inside_parameters():
     assert field_at(layout, 2, 36) == "b.strides[1]"
     assert field_at(layout, 3, 0) == "s"
     p = K.Params()
+    p.scratch = wp.zeros(1, dtype=float, device=DEVICE)
     with gc.trace_launches() as struct_trace:
         wp.launch(K.with_struct, dim=1, inputs=[wp.zeros(1, dtype=float, device=DEVICE), p], device=DEVICE)
     struct_layout = struct_trace[0].layout
