@@ -21,7 +21,7 @@ from typing import Any
 
 from . import _warp
 from .params import ArrayRef
-from .record import Allocation, LaunchRecord, LaunchTrace, site_of
+from .record import Allocation, CapturedParams, LaunchRecord, LaunchTrace, site_of
 
 # One process-wide order for operations and allocations (next() on a count is atomic).
 _sequence = itertools.count(1)
@@ -172,6 +172,20 @@ class Session:
 
     def on_cpu_capture_launch(self, bounds_ref: Any, args_ref: Any, adj_ref: Any) -> None:
         """``wp_cpu_launch_kernel``: a CPU launch inside a capture, as the structs Warp built."""
+        pending = self.pending
+        if pending is not None and pending[0] is _LAUNCH:
+            frame, kernel = pending[2], pending[1][0]
+            code = frame.f_code
+            if _code_kinds.get(code) == 0 and not getattr(kernel, "is_generic", True):
+                # The fast path, as for eager launches. Warp built the bounds and the
+                # argument structs for this launch alone: keep them, split them when read.
+                adj = getattr(adj_ref, "_obj", None)
+                params = CapturedParams(bounds_ref._obj, args_ref._obj, adj)
+                raw = (kernel, adj is not None, params, pending[1][5], code, frame.f_lasti, next(_sequence),
+                       pending[1][6])  # fmt: skip
+                for trace in self.traces:
+                    trace._items.append(raw)
+                return
         params: list[Any] = [bytes(bounds_ref._obj)]
         for ref in (args_ref, adj_ref):
             struct = getattr(ref, "_obj", None)

@@ -41,8 +41,10 @@ def _kind_of(diff: Difference) -> str:
 
 
 def _where(diff: Difference) -> str:
-    if diff.where_a and diff.where_b:  # both addresses are in known buffers: name them
-        return f"{diff.where_a} in the reference call, {diff.where_b} captured"
+    if diff.where_a and diff.where_b:
+        # Both addresses are in owned buffers: name them, by the names the owners give
+        # them after the capture (a swapped buffer has changed names since).
+        return f"{diff.where_a} in the reference call, {diff.where_b} captured (buffers named as the owners hold them now)"
     text = describe_values(diff.value_a, diff.value_b, diff.where_a, diff.where_b)
     left, _, right = text.partition(" vs ")
     right, delta, rest = right.partition(" (Δ ")

@@ -158,7 +158,7 @@ class CheckedGraph:
         *,
         device: str,
         owners: tuple[Any, ...] | BufferSet | None,
-        baked: list[_Baked],
+        baked: Callable[[], list[_Baked]],
         on_failure: str,
         replay_check: str,
         enabled: bool = True,
@@ -170,7 +170,8 @@ class CheckedGraph:
         self.device = device
         self.replay_check = replay_check
         self._owners = owners
-        self._baked = baked
+        self._bake = baked  # worked out on the first replay check: most graphs need it once
+        self._baked_addresses: list[_Baked] | None = None
         self._on_failure = on_failure
         self._enabled = enabled
         self._replay_checked = False
@@ -179,6 +180,12 @@ class CheckedGraph:
     def ok(self) -> bool:
         """Whether the capture site passed its checks."""
         return self.report.ok
+
+    @property
+    def _baked(self) -> list[_Baked]:
+        if self._baked_addresses is None:
+            self._baked_addresses = self._bake()
+        return self._baked_addresses
 
     def owned_buffers(self) -> BufferSet:
         """The buffers the owners hold now."""
@@ -310,6 +317,7 @@ class GraphGuard:
         stream: passed to ``wp.ScopedCapture``.
         force_module_load: passed to ``wp.ScopedCapture``.
         capture_mode: passed to ``wp.ScopedCapture``.
+        name: what to call the site in reports (default: the reference's name).
 
     Attributes:
         report: the verdict, once the block has ended.
@@ -417,15 +425,16 @@ class GraphGuard:
             capture_error = exc
         if not self.enabled:
             self.report = Report(name=self.name, device=self.device, notes=["checking disabled by GRAPHCHECK_DISABLE"])
-            self.checked = self._checked([], None)
+            self.checked = self._checked(list, None)
             return False
         assert trace is not None
+        owned = self._owned()
         if capture_error is not None:
             self.graph = None
             self.report = self._capture_error_report(capture_error, trace)
         else:
-            self.report = self._analyze(trace)
-        self.checked = self._checked(self._baked(trace), trace)
+            self.report = self._analyze(trace, owned)
+        self.checked = self._checked(lambda: self._baked(trace, owned), trace)
         if self.report.ok and self._reference_trace is not None and self._key is not None:
             _validated[self._key[0]] = (self._key[1], self.report)
         try:
@@ -446,19 +455,23 @@ class GraphGuard:
             return owners
         return buffers_of(*owners, root=[f"owners[{i}]" for i in range(len(owners))] if len(owners) > 1 else "owner")
 
-    def _analyze(self, trace: LaunchTrace) -> Report:
-        owned = self._owned()
+    def _analyze(self, trace: LaunchTrace, owned: BufferSet | None) -> Report:
         findings: list[Finding] = []
         ran = []
         notes = []
+        validated_before = self._reference_trace is None and self.reference is not None
         if self._reference_trace is not None:
             findings += checks.drift(self._reference_trace, trace, owned)
             ran.append("compare")
-        elif self.reference is not None:
-            notes.append("validated before in this process: the reference call and the comparison were skipped")
-        findings += checks.allocations(trace, owned)
+        elif validated_before:
+            notes.append(
+                "validated before in this process: only the checks of allocations and of the replay ran"
+                " (revalidate=True runs them all)"
+            )
+        if trace.allocations:
+            findings += checks.allocations(trace, owned)
         ran.append("allocations")
-        if owned is not None:
+        if owned is not None and not validated_before:
             findings += checks.ownership(trace, owned)
             ran.append("ownership")
         if self.graph is not None and _warp.graph_handle(self.graph):
@@ -495,8 +508,7 @@ class GraphGuard:
         return Report([finding], allow=self.allow, name=self.name, device=self.device, operations=len(trace),
                       checks=["capture"])  # fmt: skip
 
-    def _baked(self, trace: LaunchTrace) -> list[_Baked]:
-        owned = self._owned()
+    def _baked(self, trace: LaunchTrace, owned: BufferSet | None) -> list[_Baked]:
         out = []
         for index, record in enumerate(trace.records):
             for name, ref in record.arrays():
@@ -511,7 +523,7 @@ class GraphGuard:
             out = crosscheck.baked_from_graph(self.graph, trace, out, owned)
         return out
 
-    def _checked(self, baked: list[_Baked], trace: LaunchTrace | None) -> CheckedGraph:
+    def _checked(self, baked: Callable[[], list[_Baked]], trace: LaunchTrace | None) -> CheckedGraph:
         return CheckedGraph(
             self.graph,
             self.report,

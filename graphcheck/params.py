@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import enum
 import math
+import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -110,16 +111,45 @@ class ArrayRef:
         return f"{kind} @ {self.ptr:#x}" if self.ptr else f"{kind} @ null"
 
 
+# The array_t layout Warp 1.19 passes (graphcheck._warp.check_warp checks it): data, grad,
+# shape[4], strides[4], ndim, flags. Unpacking it with struct is several times faster
+# than a ctypes round trip, and decoding runs for every operation a check looks at.
+_ARRAY_T = struct.Struct("=QQ4i4iHH")
+
+
 def _array_ref(spec: ParamSpec, raw: bytes) -> ArrayRef:
-    value = spec.ctype.from_buffer_copy(raw)
-    ndim = int(value.ndim)
-    shape = tuple(int(s) for s in value.shape[:ndim])
-    strides = tuple(int(s) for s in value.strides[:ndim])
+    if len(raw) >= _ARRAY_T.size:
+        data, grad, s0, s1, s2, s3, t0, t1, t2, t3, ndim, _ = _ARRAY_T.unpack_from(raw)
+        shape = (s0, s1, s2, s3)[:ndim]
+        strides = (t0, t1, t2, t3)[:ndim]
+    else:  # a layout graphcheck does not know: let ctypes read it
+        value = spec.ctype.from_buffer_copy(raw)
+        ndim = int(value.ndim)
+        data, grad = int(value.data), int(value.grad)
+        shape = tuple(int(s) for s in value.shape[:ndim])
+        strides = tuple(int(s) for s in value.strides[:ndim])
     if not shape or 0 in shape:
         nbytes = 0
     else:
         nbytes = sum((s - 1) * abs(st) for s, st in zip(shape, strides)) + spec.elem_size
-    return ArrayRef(int(value.data), nbytes, shape, strides, int(value.grad), str(spec.dtype or ""))
+    return ArrayRef(data, nbytes, shape, strides, grad, str(spec.dtype or ""))
+
+
+_scalar_formats: dict[Any, struct.Struct | None] = {}
+
+
+def _scalar_format(ctype: Any) -> struct.Struct | None:
+    fmt = _scalar_formats.get(ctype, 0)
+    if fmt == 0:
+        code = getattr(ctype, "_type_", None)
+        try:
+            fmt = struct.Struct("@" + code) if isinstance(code, str) and len(code) == 1 else None
+        except struct.error:
+            fmt = None
+        if fmt is not None and fmt.size != ctypes.sizeof(ctype):
+            fmt = None
+        _scalar_formats[ctype] = fmt
+    return fmt  # type: ignore[return-value]
 
 
 def _scalar(spec: ParamSpec, raw: bytes) -> Any:
@@ -130,17 +160,26 @@ def _scalar(spec: ParamSpec, raw: bytes) -> Any:
         return float(np.frombuffer(bits.to_bytes(4, "little"), dtype=np.float32)[0])
     if spec.kind is ParamKind.BOOL:
         return bool(raw[0])
-    value = spec.ctype.from_buffer_copy(raw).value
+    fmt = _scalar_format(spec.ctype)
+    value = fmt.unpack_from(raw)[0] if fmt is not None else spec.ctype.from_buffer_copy(raw).value
     if isinstance(value, float):
         return _shortest(value, spec.size)
     return int(value)
 
 
+_F32 = struct.Struct("=f")
+
+
 def _shortest(value: float, size: int) -> float:
     # A float32 read into a Python float prints as 0.009999999776482582; its shortest
     # float32 representation (0.01) names the same bits and reads as the user wrote it.
-    if size == 4 and value == value:
-        return float(str(np.float32(value)))
+    if size != 4 or value != value or value in (float("inf"), float("-inf")):
+        return float(value)
+    bits = _F32.pack(value)
+    for digits in range(1, 10):
+        candidate = float(f"{value:.{digits}g}")
+        if _F32.pack(candidate) == bits:
+            return candidate
     return float(value)
 
 

@@ -1,1 +1,439 @@
-"""graphcheck's pytest plugin (placeholder until the plugin lands)."""
+"""graphcheck's pytest plugin: a fixture and a marker that prove capture sites replay-safe.
+
+pytest loads the plugin from graphcheck's ``pytest11`` entry point once the package is
+installed; ``-p no:graphcheck`` turns it off. From a source checkout that is not
+installed, load it with ``-p graphcheck.pytest_plugin``.
+
+Importing this module imports neither Warp nor the rest of graphcheck (pytest loads the
+plugin in every session, and a session that never touches graphcheck should not pay for
+Warp): the fixture and the marker import what they need when a test uses them.
+
+The ``graphcheck`` fixture validates one capture site (a reference call, a real capture,
+the comparison and the ownership checks; see :func:`graphcheck.capture`)::
+
+    def test_step_is_replay_safe(graphcheck):
+        sim = Simulator(device="cpu")
+        checked = graphcheck.validate(sim.step, owners=(sim,))  # GraphCheckError if unsafe
+        checked.launch()
+
+        with graphcheck.guard(reference=sim.step, owners=(sim,)) as guard:
+            sim.step()
+
+The ``graphcheck`` marker guards every ``wp.ScopedCapture`` the test body opens, with no
+reference call (per-call allocations, foreign buffers, and stale pointers before each
+``wp.capture_launch``; see :class:`graphcheck.autoguard.AutoGuard`), and fails the test
+when any of them has a finding::
+
+    @pytest.mark.graphcheck
+    def test_training_loop():
+        ...
+
+    @pytest.mark.graphcheck(allow=["scalar-drift"], device="cpu")
+    def test_with_a_frozen_timestamp():
+        ...
+
+``allow`` takes finding kinds or :class:`graphcheck.Allow` objects; ``device`` runs the
+test body under ``wp.ScopedDevice(device)`` and is the fixture's default device in that
+test. The closest marker wins (a function's over its class's).
+
+Options (on the command line, or as the ini key in brackets; the command line wins):
+
+``--graphcheck-device DEVICE`` [``graphcheck_device``]
+    The fixture's default capture device (default: Warp's default device).
+``--graphcheck-report PATH`` [``graphcheck_report``]
+    Write every validation of the session to PATH as JSON: the test's node id, where the
+    validation came from and the report. A relative ini path is taken from the ini file's
+    directory, a relative command-line path from the current directory.
+
+A test whose validations found something gets a ``graphcheck`` section in its report, and
+the terminal summary ends with the session's totals whenever a test used the plugin.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from collections.abc import Callable, Generator
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    # Types only: importing these at run time would import Warp with the plugin.
+    from .findings import Allow, Report
+    from .guard import CheckedGraph, GraphGuard
+
+__all__ = ["GraphcheckFixture", "Validation"]
+
+MARKER_HELP = "graphcheck(allow=(), device=None): every wp.ScopedCapture in the test must be replay-safe"
+
+#: Where a validation came from, as the JSON report and the test report's section name it.
+SOURCE_VALIDATE = "validate"  # graphcheck.validate(fn)
+SOURCE_GUARD = "guard"  # with graphcheck.guard(...)
+SOURCE_MARKER = "marker"  # a wp.ScopedCapture in a test marked @pytest.mark.graphcheck
+SOURCE_MARKER_REPLAY = "marker-replay"  # a wp.capture_launch there whose replay check found something
+
+
+@dataclass
+class Validation:
+    """One report the plugin saw, and the test that made it.
+
+    Attributes:
+        nodeid: the test's pytest node id.
+        source: ``"validate"``, ``"guard"``, ``"marker"`` or ``"marker-replay"``.
+        report: the :class:`graphcheck.Report`.
+    """
+
+    nodeid: str
+    source: str
+    report: Report
+
+    def to_dict(self) -> dict[str, Any]:
+        """The validation as JSON-ready data."""
+        return {"nodeid": self.nodeid, "source": self.source, "report": self.report.to_dict()}
+
+
+@dataclass
+class _SessionRecord:
+    """The plugin's settings and every validation of the session."""
+
+    device: str | None
+    report_path: Path | None
+    validations: list[Validation] = field(default_factory=list)
+    tests: int = 0  # how many tests used the fixture or the marker
+    written_to: Path | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The session's validations and totals as JSON-ready data."""
+        from ._version import __version__  # light: a string, no Warp
+
+        return {
+            "graphcheck": __version__,
+            "device": self.device,
+            "totals": self.totals(),
+            "validations": [v.to_dict() for v in self.validations],
+        }
+
+    def totals(self) -> dict[str, Any]:
+        """How many tests, validations, findings (by kind) and allowed findings."""
+        kinds: Counter[str] = Counter()
+        for validation in self.validations:
+            kinds.update(validation.report.kinds())
+        return {
+            "tests": self.tests,
+            "validations": len(self.validations),
+            "findings": sum(kinds.values()),
+            "allowed": sum(len(v.report.suppressed) for v in self.validations),
+            "kinds": dict(sorted(kinds.items())),
+        }
+
+    def summary_line(self) -> str:
+        """The session's totals in one line."""
+        totals = self.totals()
+        validations, tests, findings = totals["validations"], totals["tests"], totals["findings"]
+        line = (
+            f"graphcheck: {validations} validation{'s' if validations != 1 else ''} in {tests} "
+            f"test{'s' if tests != 1 else ''}, {findings} finding{'s' if findings != 1 else ''}"
+        )
+        if totals["kinds"]:
+            line += " (" + ", ".join(f"{kind}: {count}" for kind, count in totals["kinds"].items()) + ")"
+        if totals["allowed"]:
+            line += f", {totals['allowed']} allowed"
+        return line
+
+
+@dataclass
+class _TestRecord:
+    """One test's validations, and how many of them its reports already show."""
+
+    nodeid: str
+    session: _SessionRecord
+    validations: list[Validation] = field(default_factory=list)
+    shown: int = 0
+
+    def add(self, source: str, report: Report) -> None:
+        validation = Validation(self.nodeid, source, report)
+        self.validations.append(validation)
+        self.session.validations.append(validation)
+
+    def take_unshown_findings(self) -> str:
+        """The reports with findings made since the last call, as a report section's text."""
+        new, self.shown = self.validations[self.shown :], len(self.validations)
+        return "\n\n".join(f"[{v.source}] {v.report}" for v in new if not v.report.ok)
+
+
+_SESSION = pytest.StashKey[_SessionRecord]()
+_TEST = pytest.StashKey[_TestRecord]()
+
+
+def _test_record(item: pytest.Item) -> _TestRecord:
+    record = item.stash.get(_TEST, None)
+    if record is None:
+        session = item.config.stash[_SESSION]
+        record = item.stash[_TEST] = _TestRecord(item.nodeid, session)
+        session.tests += 1
+    return record
+
+
+# -- options and markers ------------------------------------------------------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Register ``--graphcheck-device`` and ``--graphcheck-report`` and their ini keys."""
+    group = parser.getgroup("graphcheck", "graphcheck: CUDA-graph capture validation for Warp")
+    group.addoption(
+        "--graphcheck-device",
+        dest="graphcheck_device",
+        metavar="DEVICE",
+        default=None,
+        help="default capture device of the graphcheck fixture (default: Warp's default device; "
+        "ini: graphcheck_device)",
+    )
+    group.addoption(
+        "--graphcheck-report",
+        dest="graphcheck_report",
+        metavar="PATH",
+        default=None,
+        help="write every graphcheck validation of the session to PATH as JSON (ini: graphcheck_report)",
+    )
+    parser.addini("graphcheck_device", "default capture device of the graphcheck fixture", default="")
+    parser.addini(
+        "graphcheck_report",
+        "write every graphcheck validation of the session to this path as JSON (relative to the ini file)",
+        default="",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the marker (so ``--strict-markers`` passes) and read the options."""
+    config.addinivalue_line("markers", MARKER_HELP)
+    device = config.getoption("graphcheck_device") or config.getini("graphcheck_device") or None
+    config.stash[_SESSION] = _SessionRecord(device=device, report_path=_report_path(config))
+
+
+def _report_path(config: pytest.Config) -> Path | None:
+    """Where the JSON report goes: the command line's path, else the ini file's, else None."""
+    from_command_line = config.getoption("graphcheck_report")
+    if from_command_line:
+        path, base = Path(os.path.expanduser(from_command_line)), config.invocation_params.dir
+    else:
+        from_ini = config.getini("graphcheck_report")
+        if not from_ini:
+            return None
+        path = Path(os.path.expanduser(from_ini))
+        base = config.inipath.parent if config.inipath is not None else config.rootpath
+    return path if path.is_absolute() else base / path
+
+
+# -- the fixture --------------------------------------------------------------------------
+
+
+class GraphcheckFixture:
+    """What the ``graphcheck`` fixture gives a test: validation with the session's settings.
+
+    Attributes:
+        device: the default capture device (``--graphcheck-device``, or the marker's
+            ``device``; None: Warp's default device).
+        reports: every report this fixture's validations and guards produced, in order.
+    """
+
+    def __init__(self, device: str | None, record: _TestRecord) -> None:
+        self.device = device
+        self.reports: list[Report] = []
+        self._record = record
+
+    def _add(self, source: str, report: Report) -> None:
+        self.reports.append(report)
+        self._record.add(source, report)
+
+    def validate(
+        self, fn: Callable[..., Any], *args: Any, owners: Any = None, device: Any = None, **options: Any
+    ) -> CheckedGraph:
+        """Validate ``fn(*args)`` as a capture site and return its graph (see :func:`graphcheck.capture`).
+
+        Args:
+            fn: the call to capture (a simulator's ``step``...).
+            args: its positional arguments.
+            owners: the objects holding the call's buffers (None: those reachable from
+                ``fn`` and ``args``).
+            device: the capture device (None: the fixture's :attr:`device`).
+            options: passed to :func:`graphcheck.capture` (``allow=``, ``reference=``,
+                ``on_failure=``, which defaults to ``"raise"``...), and the rest to ``fn``.
+
+        Returns:
+            The :class:`graphcheck.CheckedGraph`; its report is kept in :attr:`reports`.
+
+        Raises:
+            GraphCheckError: when the site is not replay-safe (its report is kept too).
+        """
+        __tracebackhide__ = True  # the failure is the test's, not the plugin's
+        from .findings import GraphCheckError
+        from .guard import capture
+
+        options.setdefault("on_failure", "raise")
+        try:
+            checked = capture(fn, *args, device=device if device is not None else self.device, owners=owners, **options)
+        except GraphCheckError as error:
+            self._add(SOURCE_VALIDATE, error.report)
+            raise
+        self._add(SOURCE_VALIDATE, checked.report)
+        return checked
+
+    def guard(
+        self, reference: Callable[[], Any] | None = None, owners: Any = None, *, device: Any = None, **options: Any
+    ) -> GraphGuard:
+        """A :class:`graphcheck.GraphGuard` on the fixture's device; its report is kept when its block ends.
+
+        Args:
+            reference: a callable doing what the block does (None: no reference call).
+            owners: the objects holding the block's buffers.
+            device: the capture device (None: the fixture's :attr:`device`).
+            options: passed to :class:`graphcheck.GraphGuard` (``on_failure=``, ``allow=``...).
+        """
+        guard = _reporting_guard_class()(
+            device if device is not None else self.device, reference, owners, **options
+        )
+        guard.on_report = lambda report: self._add(SOURCE_GUARD, report)
+        return guard
+
+    def __repr__(self) -> str:
+        return f"<graphcheck fixture on {self.device or 'the default device'}: {len(self.reports)} reports>"
+
+
+@cache
+def _reporting_guard_class() -> type[Any]:
+    """A :class:`GraphGuard` that hands its report on when its block ends (made on first use: it imports Warp)."""
+    from types import TracebackType
+
+    from .guard import GraphGuard
+
+    class ReportingGraphGuard(GraphGuard):
+        """A GraphGuard that calls ``on_report(report)`` when its block ends (not on the user's own exception)."""
+
+        on_report: Callable[[Report], None] | None = None
+
+        def __exit__(
+            self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        ) -> bool:
+            try:
+                return super().__exit__(exc_type, exc, tb)
+            finally:
+                # GraphGuard sets .checked once the checks ran, before it raises on findings.
+                if self.checked is not None and self.on_report is not None:
+                    self.on_report(self.report)
+
+    return ReportingGraphGuard
+
+
+@pytest.fixture
+def graphcheck(request: pytest.FixtureRequest) -> GraphcheckFixture:
+    """Validate capture sites: ``graphcheck.validate(sim.step)``, ``with graphcheck.guard(...)``.
+
+    The default device is the marker's ``device``, else ``--graphcheck-device``, else
+    Warp's default device. Reports with findings appear in the test's report.
+    """
+    item = request.node
+    marker = item.get_closest_marker("graphcheck")
+    marker_device = marker.kwargs.get("device") if marker is not None else None
+    device = marker_device if marker_device is not None else request.config.stash[_SESSION].device
+    return GraphcheckFixture(device, _test_record(item))
+
+
+# -- the marker ---------------------------------------------------------------------------
+
+
+def _marker_settings(marker: pytest.Mark) -> tuple[tuple[Allow, ...], Any]:
+    """The marker's allowances and device, checked (a typo in a kind fails the test, not silently)."""
+    from .findings import allowances
+
+    unknown = sorted(set(marker.kwargs) - {"allow", "device"})
+    if marker.args or unknown:
+        given = ", ".join([*map(repr, marker.args), *unknown])
+        pytest.fail(
+            f"@pytest.mark.graphcheck takes the keyword arguments allow= and device= only, got {given}; "
+            f"e.g. @pytest.mark.graphcheck(allow=['scalar-drift'])",
+            pytrace=False,
+        )
+    try:
+        allow = allowances(marker.kwargs.get("allow"))
+    except (TypeError, ValueError) as error:
+        pytest.fail(f"@pytest.mark.graphcheck(allow=...): {error}", pytrace=False)
+    return allow, marker.kwargs.get("device")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    """Run a marked test's body under an AutoGuard, and fail it when a capture has findings."""
+    marker = item.get_closest_marker("graphcheck")
+    if marker is None:
+        return (yield)
+    allow, device = _marker_settings(marker)
+    from .autoguard import AutoGuard
+
+    record = _test_record(item)
+    autoguard = AutoGuard(allow=allow)
+    try:
+        # The with statement exits the AutoGuard however the body ends, so wp.ScopedCapture
+        # and wp.capture_launch are Warp's own again before the next test.
+        with ExitStack() as stack:
+            if device is not None:
+                import warp as wp
+
+                stack.enter_context(wp.ScopedDevice(device))
+            stack.enter_context(autoguard)
+            result = yield
+    finally:
+        # Kept also when the test raised: the section and the JSON report show what was found.
+        for report in autoguard.reports:
+            record.add(SOURCE_MARKER, report)
+        for report in autoguard.replay_reports:
+            record.add(SOURCE_MARKER_REPLAY, report)
+    if not autoguard.ok:
+        pytest.fail(autoguard.summary(), pytrace=False)
+    return result
+
+
+# -- reporting ----------------------------------------------------------------------------
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    """Add a ``graphcheck`` section to the report of a phase whose validations found something."""
+    report = yield
+    record = item.stash.get(_TEST, None)
+    if record is not None:
+        text = record.take_unshown_findings()
+        if text:
+            report.sections.append(("graphcheck" if call.when == "call" else f"graphcheck {call.when}", text))
+    return report
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Write the JSON report when a path was given."""
+    record = session.config.stash.get(_SESSION, None)
+    if record is None or record.report_path is None:
+        return
+    path = record.report_path
+    worker = getattr(session.config, "workerinput", {}).get("workerid")
+    if worker:
+        # Under pytest-xdist each worker writes its own file rather than all overwriting one.
+        path = path.with_name(f"{path.stem}.{worker}{path.suffix}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record.to_dict(), indent=2) + "\n", encoding="utf-8")
+    record.written_to = path
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """End the session's output with graphcheck's totals, when a test used the plugin."""
+    record = config.stash.get(_SESSION, None)
+    if record is None or (not record.tests and record.written_to is None):
+        return
+    terminalreporter.write_sep("-", "graphcheck")
+    terminalreporter.write_line(record.summary_line())
+    if record.written_to is not None:
+        terminalreporter.write_line(f"graphcheck: JSON report written to {record.written_to}")

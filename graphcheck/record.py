@@ -230,7 +230,10 @@ class LaunchRecord:
         if params is None:
             return ()
         if type(params) is not tuple:
-            params = self._params = tuple([p if type(p) is bytes else bytes(p) for p in params])
+            if type(params) is CapturedParams:
+                params = self._params = params.split()
+            else:
+                params = self._params = tuple([p if type(p) is bytes else bytes(p) for p in params])
         return params
 
     def same_params(self, other: LaunchRecord) -> bool:
@@ -240,6 +243,8 @@ class LaunchRecord:
         share (an array's cached descriptor) are equal without being copied.
         """
         pa, pb = self._params, other._params
+        if type(pa) is CapturedParams or type(pb) is CapturedParams:
+            return self.param_bytes == other.param_bytes
         if pa is None or pb is None or len(pa) != len(pb):
             return pa is pb
         for x, y in zip(pa, pb):
@@ -567,11 +572,33 @@ class LaunchTrace:
         return out
 
 
+class CapturedParams:
+    """The structs Warp passes to a CPU launch inside a capture, split into parameters
+    (launch bounds, then each argument) only when they are read."""
+
+    __slots__ = ("adjoint", "args", "bounds")
+
+    def __init__(self, bounds: Any, args: Any, adjoint: Any) -> None:
+        self.bounds, self.args, self.adjoint = bounds, args, adjoint
+
+    def split(self) -> tuple[bytes, ...]:
+        params = [bytes(self.bounds)]
+        for struct in (self.args, self.adjoint):
+            if struct is not None:
+                blob = bytes(struct)
+                params.extend(blob[o : o + n] for o, n in _warp.struct_param_slices(type(struct)))
+        return tuple(params)
+
+
 def _from_raw(raw: tuple[Any, ...]) -> LaunchRecord:
-    kernel, adjoint, params, max_blocks, code, lasti, seq = raw
+    # See graphcheck._session: eager CPU launches (7 items) and CPU launches inside a
+    # capture (8 items: the block size asked for comes last).
+    kernel, adjoint, params, max_blocks, code, lasti, seq = raw[:7]
+    block_dim = _warp.resolve_block_dim("cpu", raw[7]) if len(raw) > 7 else 1
     return LaunchRecord(
-        "launch", kernel, adjoint, params, None, "cpu", 1, max_blocks or 0, None, code, lasti, "launch", False, seq
-    )
+        "launch", kernel, adjoint, params, None, "cpu", block_dim, max_blocks or 0, None, code, lasti, "launch",
+        False, seq,
+    )  # fmt: skip
 
 
 def trace_launches(*, include_warp: bool = False) -> LaunchTrace:

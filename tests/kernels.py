@@ -129,3 +129,8 @@ def blend(a: wp.array(dtype=float), b: wp.array(dtype=float), out: wp.array(dtyp
 @wp.kernel
 def bump(count: wp.array(dtype=int)):
     count[0] = count[0] + 4
+
+
+@wp.kernel
+def decrement_int(counter: wp.array(dtype=int)):
+    counter[0] = counter[0] - 1

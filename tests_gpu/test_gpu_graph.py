@@ -1,0 +1,156 @@
+"""Reading captured CUDA graphs and holding them against the record."""
+
+import ctypes
+
+import numpy as np
+import pytest
+import warp as wp
+
+import graphcheck as gc
+from graphcheck import _cuda, _warp
+from graphcheck.crosscheck import check_graph
+from graphcheck.graph import read_graph
+from graphcheck.params import expected_cuda_config
+from tests import kernels as K
+
+
+def captured(device, fn):
+    fn()  # load modules before capturing
+    with gc.trace_launches() as trace, wp.ScopedCapture(device=device) as capture:
+        fn()
+    return trace, capture.graph
+
+
+def test_kernel_memset_and_memcpy_nodes_match_their_records(device):
+    a, b = wp.zeros(1000, dtype=float, device=device), wp.ones(1000, dtype=float, device=device)
+
+    def work():
+        wp.launch(K.scale, dim=1000, inputs=[a, b, 2.5, 3], device=device)
+        a.zero_()
+        wp.copy(a, b, dest_offset=4, count=100)
+
+    trace, graph = captured(device, work)
+    nodes = read_graph(graph)
+    print("driver", _cuda.driver_version(), [(n.type, n.name) for n in nodes])
+    kernel = next(n for n in nodes if n.type == "KERNEL")
+    launch = trace[0]
+    assert kernel.fields["func"] == launch.cuda[0] == _warp.kernel_function(launch.kernel_object, device, 256)
+    assert kernel.fields["source"] == "kernelParams"
+    assert kernel.fields["params"] == launch.param_bytes
+    grid, block = expected_cuda_config(1000, 256)
+    assert kernel.fields["grid"] == grid and kernel.fields["block"] == block
+    memset = next(n for n in nodes if n.type == "MEMSET")
+    assert memset.fields["dst"] == a.ptr and memset.fields["nbytes"] == 4000
+    memcpy = next(n for n in nodes if n.type == "MEMCPY")
+    assert memcpy.fields == {"dst": a.ptr + 16, "src": b.ptr, "nbytes": 400}
+    findings, notes = check_graph(graph, trace)
+    assert findings == [] and notes == []
+
+
+def test_a_corrupted_kernel_node_is_a_node_mismatch(device):
+    a, b = wp.zeros(64, dtype=float, device=device), wp.ones(64, dtype=float, device=device)
+    trace, graph = captured(device, lambda: wp.launch(K.scale, dim=64, inputs=[a, b, 2.5, 3], device=device))
+    node = trace[0].node[1][0]
+    params = _cuda.kernel_params(node)
+    values = list(trace[0].param_bytes)
+    values[3] = bytes(ctypes.c_float(7.0))  # the scalar `s`
+    buffers = [ctypes.create_string_buffer(v, len(v)) for v in values]
+    pointers = (ctypes.c_void_p * len(buffers))(*[ctypes.addressof(x) for x in buffers])
+    params.kernelParams = ctypes.addressof(pointers)
+    _cuda.set_kernel_params(node, params)
+    findings, _ = check_graph(graph, trace)
+    (finding,) = findings
+    assert finding.kind == "node-mismatch" and "parameter s is" in finding.message, finding.message
+
+
+@pytest.mark.skipif(not wp.is_conditional_graph_supported(), reason="needs conditional graph nodes (CUDA 12.4+)")
+def test_capture_while_and_a_child_graph_are_walked(device):
+    counter = wp.array([3], dtype=int, device=device)
+    x = wp.zeros(16, dtype=float, device=device)
+    flag = wp.array([1], dtype=int, device=device)
+    wp.launch(K.add_one, dim=16, inputs=[x], device=device)
+    wp.launch(K.bump, dim=1, inputs=[counter], device=device)
+    with wp.ScopedCapture(device=device) as branch:
+        wp.launch(K.add_one, dim=16, inputs=[x], device=device)
+
+    def body():
+        wp.launch(K.add_one, dim=16, inputs=[x], device=device)
+        wp.launch(K.decrement_int, dim=1, inputs=[counter], device=device)
+
+    def work():
+        wp.capture_while(counter, body)
+        wp.capture_if(flag, on_true=branch.graph)
+
+    with gc.trace_launches() as trace, wp.ScopedCapture(device=device) as capture:
+        work()
+    nodes = read_graph(capture.graph, [r.node[0] for r in trace if r.node and r.node[0] != _warp.graph_handle(capture.graph)])
+    types = [(n.type, n.depth, n.name) for n in nodes]
+    print(types)
+    assert any(t == "CONDITIONAL" for t, _, _ in types)
+    assert any(d > 0 and t == "KERNEL" for t, d, _ in types), "the while body was walked"
+    assert any(t == "GRAPH" for t, _, _ in types), "the child graph node was found"
+    findings, _ = check_graph(capture.graph, trace)
+    assert findings == [], [f.message for f in findings]
+    wp.capture_launch(capture.graph)
+    assert counter.numpy()[0] == 0
+
+
+_FOREIGN_PTX = b"""
+.version 7.0
+.target sm_50
+.address_size 64
+.visible .entry graphcheck_foreign_noop()
+{
+    ret;
+}
+"""
+
+
+def test_a_kernel_from_outside_warp_is_classified_as_foreign(device):
+    from cuda.bindings import driver
+
+    x = wp.zeros(16, dtype=float, device=device)
+    with wp.ScopedDevice(device):
+        err, module = driver.cuModuleLoadData(_FOREIGN_PTX)
+        assert err == driver.CUresult.CUDA_SUCCESS, err
+        err, func = driver.cuModuleGetFunction(module, b"graphcheck_foreign_noop")
+        assert err == driver.CUresult.CUDA_SUCCESS, err
+    stream = driver.CUstream(_warp.device_stream_handle(device))
+
+    class Mixed:
+        def __init__(self):
+            self.x = x
+
+        def step(self):
+            wp.launch(K.add_one, dim=16, inputs=[self.x], device=device)
+            (err,) = driver.cuLaunchKernel(func, 1, 1, 1, 1, 1, 1, 0, stream, 0, 0)
+            assert err == driver.CUresult.CUDA_SUCCESS, err
+
+    sim = Mixed()
+    checked = gc.capture(sim.step, device=device, owners=(sim,), on_failure="ignore")
+    (finding,) = checked.report.findings
+    assert finding.kind == "unrecorded-node" and "graphcheck_foreign_noop from outside Warp" in finding.message
+    sim = Mixed()
+    assert gc.capture(sim.step, device=device, owners=(sim,), allow_foreign_nodes=True).ok
+
+
+def test_graph_picture_uses_the_graph_nodes(device, tmp_path):
+    from graphcheck import dot
+
+    a = wp.zeros(16, dtype=float, device=device)
+
+    class Sim:
+        def __init__(self):
+            self.a = a
+
+        def step(self):
+            wp.launch(K.add_one, dim=16, inputs=[self.a], device=device)
+            self.a.zero_()
+
+    sim = Sim()
+    checked = gc.capture(sim.step, device=device, owners=(sim,))
+    source = dot.to_dot(checked)
+    assert "add_one" in source and "->" in source
+    written = dot.write(checked, str(tmp_path / "graph.dot"))
+    assert written[0].endswith("graph.dot")
+    np.testing.assert_array_equal(a.numpy(), np.zeros(16))
