@@ -167,15 +167,14 @@ def kernel_from_params(params: Any, layout: list[tuple[int, int]] | None) -> dic
     if params.kernelParams:
         pointers = (ctypes.c_void_p * len(layout)).from_address(int(params.kernelParams))
         out["params"] = tuple(
-            ctypes.string_at(pointers[i], size) if pointers[i] else b"" for i, (_, size) in enumerate(layout)
+            ctypes.string_at(pointers[i] or 0, size) if pointers[i] else b"" for i, (_, size) in enumerate(layout)
         )
         out["source"] = "kernelParams"
     elif params.extra:
         buffer, length = _extra_buffer(int(params.extra))
         if buffer:
             out["params"] = tuple(
-                ctypes.string_at(buffer + offset, size) if offset + size <= length else b""
-                for offset, size in layout
+                ctypes.string_at(buffer + offset, size) if offset + size <= length else b"" for offset, size in layout
             )
             out["source"] = "extra"
     return out

@@ -26,12 +26,28 @@ from .record import Allocation, CapturedParams, LaunchRecord, LaunchTrace, site_
 # One process-wide order for operations and allocations (next() on a count is atomic).
 _sequence = itertools.count(1)
 
-_code_kinds: dict[CodeType, int] = {}
+# id(code) -> (code, kind): keyed by id because hashing a code object hashes its contents
+# (slow on a hot path); the entry holds the code object, so its id is never reused.
+_code_kinds: dict[int, tuple[CodeType, int]] = {}
 _code_kind = _warp.code_kind
+
+
+def _kind(code: CodeType) -> int:
+    entry = _code_kinds.get(id(code))
+    if entry is None:
+        entry = _code_kinds[id(code)] = (code, _code_kind(code))
+    return entry[1]
 _ALLOCATING = _warp.ALLOCATING_FUNCTIONS
 _LAUNCH = _warp.LAUNCH
-# [adjoint][kernel] -> indices of the parameters to copy at launch time (_warp.snapshot_plan).
-_plans: dict[bool, dict[Any, tuple[int, ...]]] = {False: {}, True: {}}
+# kernel -> indices of the parameters to copy at launch time (see _warp.snapshot_plan).
+_forward_plans: dict[Any, tuple[int, ...]] = {}
+_backward_plans: dict[Any, tuple[int, ...]] = {}
+
+
+def _plan(kernel: Any, adjoint: bool) -> tuple[int, ...]:
+    plan = _warp.snapshot_plan(kernel, adjoint)
+    (_backward_plans if adjoint else _forward_plans)[kernel] = plan
+    return plan
 _REPLAY = _warp.REPLAY
 
 
@@ -43,33 +59,32 @@ def _caller(frame: Any, via: str) -> tuple[CodeType | None, int, str, bool]:
     issued the operation on its own behalf.
     """
     internal = False
-    kinds = _code_kinds
     while frame is not None:
         code = frame.f_code
-        kind = kinds.get(code)
-        if kind is None:
-            kind = kinds[code] = _code_kind(code)
+        kind = _kind(code)
         if kind == 0:
             return code, frame.f_lasti, via, internal
         if kind == 1:
-            via = _via_names.get(code) or _via_name(code)
+            via = _via_name(code)
             if code.co_name in _ALLOCATING:
                 internal = True
         frame = frame.f_back
     return None, -1, via, internal
 
 
-_via_names: dict[CodeType, str] = {}
+_via_names: dict[int, tuple[CodeType, str]] = {}
 
 
 def _via_name(code: CodeType) -> str:
     # "clone", "launch_tiled", "Tape.backward" -> "backward"; a constructor is named by
     # its class ("array", "Mesh").
-    qualname = getattr(code, "co_qualname", code.co_name)
-    parts = qualname.split(".")
-    name = parts[-2] if parts[-1] == "__init__" and len(parts) > 1 else parts[-1]
-    _via_names[code] = name
-    return name
+    entry = _via_names.get(id(code))
+    if entry is None:
+        qualname = getattr(code, "co_qualname", code.co_name)
+        parts = qualname.split(".")
+        name = parts[-2] if parts[-1] == "__init__" and len(parts) > 1 else parts[-1]
+        entry = _via_names[id(code)] = (code, name)
+    return entry[1]
 
 
 def _plain(value: Any) -> Any:
@@ -147,15 +162,15 @@ class Session:
         if pending is not None and pending[0] is _LAUNCH and not blocks:
             frame = pending[2]
             code = frame.f_code
-            if _code_kinds.get(code) == 0:
+            entry = _code_kinds.get(id(code))
+            if entry is not None and entry[1] == 0:
                 # The hot path: a wp.launch called from user code. Warp built scalars and
                 # descriptors afresh for this launch; copy only what the caller still holds
                 # and may change (vectors, matrices, structs). The trace turns the tuple
                 # into a LaunchRecord when it is read.
-                plans = _plans[adjoint]
-                plan = plans.get(kernel)
+                plan = (_backward_plans if adjoint else _forward_plans).get(kernel)
                 if plan is None:
-                    plan = plans[kernel] = _warp.snapshot_plan(kernel, adjoint)
+                    plan = _plan(kernel, adjoint)
                 if plan:
                     params = list(params)
                     for i in plan:
@@ -176,12 +191,13 @@ class Session:
         if pending is not None and pending[0] is _LAUNCH:
             frame, kernel = pending[2], pending[1][0]
             code = frame.f_code
-            if _code_kinds.get(code) == 0 and not getattr(kernel, "is_generic", True):
+            entry = _code_kinds.get(id(code))
+            if entry is not None and entry[1] == 0 and not getattr(kernel, "is_generic", True):
                 # The fast path, as for eager launches. Warp built the bounds and the
                 # argument structs for this launch alone: keep them, split them when read.
                 adj = getattr(adj_ref, "_obj", None)
-                params = CapturedParams(bounds_ref._obj, args_ref._obj, adj)
-                raw = (kernel, adj is not None, params, pending[1][5], code, frame.f_lasti, next(_sequence),
+                captured = CapturedParams(bounds_ref._obj, args_ref._obj, adj)
+                raw = (kernel, adj is not None, captured, pending[1][5], code, frame.f_lasti, next(_sequence),
                        pending[1][6])  # fmt: skip
                 for trace in self.traces:
                     trace._items.append(raw)

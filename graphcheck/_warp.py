@@ -70,6 +70,11 @@ _GRAPHCHECK_DEMO = _GRAPHCHECK_DIR + "demo.py"
 _WARP_USER_DIRS = (_WARP_DIR + "examples" + os.sep, _WARP_DIR + "tests" + os.sep)
 
 
+def _runtime() -> Any:
+    """Warp's runtime (Warp types it as optional: it exists once ``wp.init()`` ran)."""
+    return _context.runtime
+
+
 class UnsupportedWarpError(RuntimeError):
     """The installed Warp lacks an internal that graphcheck needs.
 
@@ -143,7 +148,7 @@ def check_warp() -> None:
     if [f for f, _ in _types.array_t._fields_] != ["data", "grad", "shape", "strides", "ndim", "flags"]:
         raise _fail("the array_t parameter layout changed")
     _context.init()
-    core = _context.runtime.core
+    core = _runtime().core
     for name in ("wp_cpu_launch_kernel", "wp_cuda_launch_kernel"):
         if not hasattr(core, name):
             raise _fail(f"runtime.core.{name} is missing")
@@ -167,7 +172,8 @@ LAUNCH, REPLAY = "launch", "replay"
 _lock = threading.Lock()
 _users = 0
 _restore: list[Callable[[], None]] = []
-_orig: dict[str, Any] = {}
+_orig: dict[Any, Any] = {}
+
 
 def _swap_code(name: str, hook: Callable[..., Any] | None, intent: tuple[str, ...]) -> Callable[..., Any]:
     """Route calls of Warp's function ``name`` through graphcheck while a session records.
@@ -287,7 +293,7 @@ def _uninstall() -> None:
 
 
 def _install() -> None:
-    core = _context.runtime.core
+    core = _runtime().core
 
     # Kernel launches: the Python entry points, for what the user asked.
     _orig["launch"] = _swap_code("launch", None, _LAUNCH_INTENT)
@@ -494,7 +500,7 @@ def struct_fields(value: Any) -> list[str] | None:
     """Field names of a ``@wp.struct`` instance, else None."""
     if not isinstance(value, _codegen.StructInstance):
         return None
-    return list(type(value)._cls.vars)
+    return list(type(value)._cls.vars)  # type: ignore[attr-defined]
 
 
 def is_warp_object(value: Any) -> bool:
@@ -571,7 +577,7 @@ def span_bytes(shape: tuple[int, ...], strides: tuple[int, ...], elem_size: int)
 
 def device_name(device: Any) -> str:
     """The alias of a device-like value (``"cpu"``, ``"cuda:0"``)."""
-    return str(_context.runtime.get_device(device))
+    return str(_runtime().get_device(device))
 
 
 def get_device(device: Any = None) -> Any:
@@ -602,7 +608,7 @@ def stream_handle(stream: Any) -> int | None:
 
 def device_stream_handle(device: Any) -> int | None:
     """The handle of a device's current stream (None on the CPU)."""
-    device = _context.runtime.get_device(device)
+    device = _runtime().get_device(device)
     return stream_handle(device.stream) if device.is_cuda else None
 
 
@@ -610,12 +616,12 @@ def stream_is_capturing(handle: int | None) -> bool:
     """Whether a CUDA stream is capturing right now."""
     if not handle:
         return False
-    return bool(_context.runtime.core.wp_cuda_stream_is_capturing(ctypes.c_void_p(handle)))
+    return bool(_runtime().core.wp_cuda_stream_is_capturing(ctypes.c_void_p(handle)))
 
 
 def resolve_block_dim(device: Any, block_dim: Any) -> int:
     """The block size Warp launches with for a requested ``block_dim`` on ``device``."""
-    return int(_context._resolve_launch_block_dim(_context.runtime.get_device(device), block_dim))
+    return int(_context._resolve_launch_block_dim(_runtime().get_device(device), block_dim))
 
 
 def struct_bytes(value: Any) -> bytes:
@@ -657,7 +663,7 @@ def normalize_dim(dim: Any) -> tuple[int, ...]:
 
 _layout_cache: dict[tuple[int, bool], tuple[tuple[ParamSpec, ...], tuple[int, ...]]] = {}
 
-_HALF_TYPES = {_types.float16: ParamKind.HALF}
+_HALF_TYPES: dict[Any, ParamKind] = {_types.float16: ParamKind.HALF}
 if hasattr(_types, "bfloat16"):
     _HALF_TYPES[_types.bfloat16] = ParamKind.BFLOAT16
 
@@ -738,6 +744,7 @@ def _np_dtype(scalar_type: Any) -> np.dtype | None:
 
 
 def _spec(name: str, arg_type: Any, offset: int = 0) -> ParamSpec:
+    ctype: Any
     if isinstance(arg_type, _types.array):
         ctype = _types.array_t
         return ParamSpec(
@@ -756,9 +763,7 @@ def _spec(name: str, arg_type: Any, offset: int = 0) -> ParamSpec:
         return ParamSpec(name, ParamKind.OPAQUE, ctype, ctypes.sizeof(ctype), offset)
     if isinstance(arg_type, _codegen.Struct):
         ctype = arg_type.ctype
-        children = tuple(
-            _spec(field, var.type, getattr(ctype, field).offset) for field, var in arg_type.vars.items()
-        )
+        children = tuple(_spec(field, var.type, getattr(ctype, field).offset) for field, var in arg_type.vars.items())
         return ParamSpec(name, ParamKind.STRUCT, ctype, ctypes.sizeof(ctype), offset, children=children)
     if arg_type in _HALF_TYPES:
         return ParamSpec(name, _HALF_TYPES[arg_type], ctypes.c_uint16, 2, offset)
@@ -768,9 +773,7 @@ def _spec(name: str, arg_type: Any, offset: int = 0) -> ParamSpec:
         kind = ParamKind.VECTOR
         if scalar in _HALF_TYPES:
             kind = ParamKind.HALF_VECTOR if _HALF_TYPES[scalar] is ParamKind.HALF else ParamKind.OPAQUE
-        return ParamSpec(
-            name, kind, arg_type, ctypes.sizeof(arg_type), offset, dtype=_np_dtype(scalar), shape=shape
-        )
+        return ParamSpec(name, kind, arg_type, ctypes.sizeof(arg_type), offset, dtype=_np_dtype(scalar), shape=shape)
     ctype = getattr(arg_type, "_type_", None)
     if isinstance(ctype, type) and issubclass(ctype, ctypes._SimpleCData):
         kind = ParamKind.BOOL if ctype is ctypes.c_bool else ParamKind.SCALAR
@@ -798,7 +801,8 @@ def struct_param_slices(struct_type: type) -> tuple[tuple[int, int], ...]:
     slices = _struct_field_cache.get(struct_type)
     if slices is None:
         slices = tuple(
-            (getattr(struct_type, name).offset, getattr(struct_type, name).size) for name, _ in struct_type._fields_
+            (getattr(struct_type, name).offset, getattr(struct_type, name).size)
+            for name, _ in struct_type._fields_  # type: ignore[attr-defined]
         )
         _struct_field_cache[struct_type] = slices
     return slices
@@ -821,15 +825,15 @@ def capture_launch(graph: Any, stream: Any = None) -> None:
 
 def capture_in_progress(device: Any) -> bool:
     """Whether a Warp capture is open on ``device`` (its current stream for CUDA)."""
-    device = _context.runtime.get_device(device)
+    device = _runtime().get_device(device)
     if device.is_cpu:
-        return _context.runtime._apic_capture is not None
+        return _runtime()._apic_capture is not None
     return bool(device.captures)
 
 
 def abort_capture(device: Any) -> None:
     """End a capture a failed block left open, discarding its graph."""
-    device = _context.runtime.get_device(device)
+    device = _runtime().get_device(device)
     if capture_in_progress(device):
         try:
             wp.capture_end(device=device)
@@ -867,7 +871,7 @@ def cuda_function_map(graph: Any) -> dict[int, tuple[str, bool]]:
 
 def kernel_function(kernel: Any, device: Any, block_dim: int, adjoint: bool = False) -> int | None:
     """The CUfunction a launch of ``kernel`` at ``block_dim`` uses on a CUDA device."""
-    device = _context.runtime.get_device(device)
+    device = _runtime().get_device(device)
     if not device.is_cuda:
         return None
     module_exec = kernel.module.load(device, block_dim)
@@ -878,7 +882,7 @@ def kernel_function(kernel: Any, device: Any, block_dim: int, adjoint: bool = Fa
 
 def kernel_launch_hooks(kernel: Any, device: Any, block_dim: int) -> tuple[int, int, int]:
     """``(forward smem bytes, backward smem bytes, cluster dim)`` of a loaded CUDA kernel."""
-    device = _context.runtime.get_device(device)
+    device = _runtime().get_device(device)
     module_exec = kernel.module.load(device, block_dim)
     hooks = module_exec.get_kernel_hooks(kernel)
     return int(hooks.forward_smem_bytes or 0), int(hooks.backward_smem_bytes or 0), int(hooks.cluster_dim or 1)
@@ -903,11 +907,11 @@ def device_of_stream(handle: int | None) -> str | None:
     """The device a CUDA stream handle belongs to, or None when it is unknown."""
     if not handle:
         return None
-    for device in _context.runtime.cuda_devices:
+    for device in _runtime().cuda_devices:
         for stream in (device.null_stream, device.stream):
             if stream_handle(stream) == handle:
                 return str(device)
-    return str(_context.runtime.get_device(None))
+    return str(_runtime().get_device(None))
 
 
 # --------------------------------------------------------------------------------------

@@ -63,6 +63,7 @@ class AutoGuard:
 
     @property
     def ok(self) -> bool:
+        """Whether no guarded capture or replay found anything."""
         return not self.findings
 
     def __enter__(self) -> AutoGuard:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import heapq
+import itertools
 import types
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -32,6 +33,7 @@ class Buffer(NamedTuple):
 
     @property
     def nbytes(self) -> int:
+        """Its size in bytes."""
         return self.end - self.start
 
 
@@ -113,7 +115,7 @@ class BufferSet:
         ends: list[int] = []
         owners: list[Buffer] = []
         k = 0
-        for left, right in zip(points, points[1:]):
+        for left, right in itertools.pairwise(points):
             while k < len(order) and self._buffers[order[k]].start <= left:
                 b = self._buffers[order[k]]
                 heapq.heappush(heap, (b.end - b.start, order[k], b))
@@ -176,9 +178,7 @@ _LEAVES = (
 )  # fmt: skip
 
 
-def buffers_of(
-    *objects: Any, root: str | Sequence[str] | None = None, max_depth: int = 12
-) -> BufferSet:
+def buffers_of(*objects: Any, root: str | Sequence[str] | None = None, max_depth: int = 12) -> BufferSet:
     """Every Warp array reachable from ``objects``, labelled by the path to it.
 
     The walk goes through attributes (``__dict__`` and ``__slots__``), dataclass fields,

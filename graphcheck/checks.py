@@ -44,7 +44,9 @@ def _where(diff: Difference) -> str:
     if diff.where_a and diff.where_b:
         # Both addresses are in owned buffers: name them, by the names the owners give
         # them after the capture (a swapped buffer has changed names since).
-        return f"{diff.where_a} in the reference call, {diff.where_b} captured (buffers named as the owners hold them now)"
+        return (
+            f"{diff.where_a} in the reference call, {diff.where_b} captured (buffers named as the owners hold them now)"
+        )
     text = describe_values(diff.value_a, diff.value_b, diff.where_a, diff.where_b)
     left, _, right = text.partition(" vs ")
     right, delta, rest = right.partition(" (Δ ")
@@ -103,8 +105,10 @@ def _drift_finding(group: list[Difference]) -> Finding:
     first = group[0]
     record = first.record
     kind = _kind_of(first)
-    values = _where(first) if kind not in ("dim-drift", "stream-drift") else (
-        f"{first.value_a!r} in the reference call, {first.value_b!r} captured"
+    values = (
+        _where(first)
+        if kind not in ("dim-drift", "stream-drift")
+        else (f"{first.value_a!r} in the reference call, {first.value_b!r} captured")
     )
     args = list(dict.fromkeys(d.arg for d in group))
     operations = list(dict.fromkeys(d.index_b for d in group))
@@ -112,7 +116,9 @@ def _drift_finding(group: list[Difference]) -> Finding:
         values = "; ".join(f"{d.arg}: {_where(d)}" for d in group if d.index_b == first.index_b)
     if len(operations) > 1:
         values += f"; and in {len(operations) - 1} more operation{'s' if len(operations) > 2 else ''}"
-    arg = ", ".join(a for a in args if a) if kind == "buffer-drift" else first.arg if first.what == "arg" else first.what
+    arg = (
+        ", ".join(a for a in args if a) if kind == "buffer-drift" else first.arg if first.what == "arg" else first.what
+    )
     return make_finding(
         kind,
         record.kernel,

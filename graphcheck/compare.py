@@ -66,6 +66,7 @@ class Difference:
 
     @property
     def is_array(self) -> bool:
+        """Whether the values that differ are arrays."""
         return isinstance(self.value_a, ArrayRef) or isinstance(self.value_b, ArrayRef)
 
     def position(self) -> str:

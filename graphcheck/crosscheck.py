@@ -50,11 +50,12 @@ def match(nodes: Sequence[GraphNode], trace: LaunchTrace) -> None:
     records = trace.records
     pending: dict[int, list[GraphNode]] = {}
     for node in nodes:
-        index = by_handle.get(node.handle)
+        found = by_handle.get(node.handle)
         waiting = pending.setdefault(node.graph, [])
-        if index is None:
+        if found is None:
             waiting.append(node)
             continue
+        index = found
         node.record, node.role = index, "recorded"
         if records[index].kind in _OPAQUE:
             # An opaque Warp operation (a fill, a strided copy, a sort) adds several
@@ -83,10 +84,7 @@ def match(nodes: Sequence[GraphNode], trace: LaunchTrace) -> None:
 def _inside_child_graph(node: GraphNode, nodes: Sequence[GraphNode]) -> bool:
     # A child graph node embeds a copy of a graph captured before (wp.capture_if with a
     # Graph branch): its contents were checked when that graph was captured.
-    for other in nodes:
-        if other.type == "GRAPH" and node.graph in other.fields.get("graphs", ()):
-            return True
-    return False
+    return any(other.type == "GRAPH" and node.graph in other.fields.get("graphs", ()) for other in nodes)
 
 
 def _first_difference(a: bytes, b: bytes) -> int:
@@ -97,7 +95,7 @@ def _first_difference(a: bytes, b: bytes) -> int:
 
 
 def _kernel_mismatches(node: GraphNode, record: LaunchRecord, expected_func: int | None) -> list[str]:
-    problems = []
+    problems: list[str] = []
     fields = node.fields
     cuda = record.cuda
     if cuda is not None:
@@ -134,7 +132,7 @@ def _word(data: bytes, offset: int) -> str:
 
 
 def _copy_mismatches(node: GraphNode, record: LaunchRecord) -> list[str]:
-    problems = []
+    problems: list[str] = []
     fields = node.fields
     dest = record.args.get("dest")
     if not isinstance(dest, ArrayRef):
@@ -246,7 +244,9 @@ def _read(graph: Any, trace: LaunchTrace) -> list[GraphNode]:
     return read_graph(graph, _extra_graphs(trace, top))
 
 
-def check_graph(graph: Any, trace: LaunchTrace, *, allow_foreign_nodes: bool = False) -> tuple[list[Finding], list[str]]:
+def check_graph(
+    graph: Any, trace: LaunchTrace, *, allow_foreign_nodes: bool = False
+) -> tuple[list[Finding], list[str]]:
     """Read a captured ``wp.Graph`` and cross-check it against ``trace``.
 
     Returns:

@@ -43,9 +43,7 @@ def _drag(v: wp.array(dtype=wp.vec3), scratch: wp.array(dtype=wp.vec3), k: float
 
 
 @wp.kernel
-def _integrate(
-    x: wp.array(dtype=wp.vec3), v: wp.array(dtype=wp.vec3), drag: wp.array(dtype=wp.vec3), dt: float
-):
+def _integrate(x: wp.array(dtype=wp.vec3), v: wp.array(dtype=wp.vec3), drag: wp.array(dtype=wp.vec3), dt: float):
     i = wp.tid()
     vel = v[i] - drag[i] + wp.vec3(0.0, -9.8, 0.0) * dt
     pos = x[i] + vel * dt

@@ -165,8 +165,9 @@ class Finding:
             "kernel": self.kernel,
             "arg": self.arg,
             "index": self.index,
-            "site": None if self.site is None else {"file": self.site.filename, "line": self.site.lineno,
-                                                    "function": self.site.function},  # fmt: skip
+            "site": None
+            if self.site is None
+            else {"file": self.site.filename, "line": self.site.lineno, "function": self.site.function},  # fmt: skip
             "reference": _jsonable(self.reference),
             "captured": _jsonable(self.captured),
             "fix": self.fix,
@@ -279,8 +280,7 @@ def allowances(allow: Iterable[Allow | str] | Allow | str | None) -> tuple[Allow
             out.append(Allow(item))
         else:
             raise TypeError(
-                f"allow= takes finding kinds (str) or graphcheck.Allow objects, got {item!r} "
-                f"(a {type(item).__name__})"
+                f"allow= takes finding kinds (str) or graphcheck.Allow objects, got {item!r} (a {type(item).__name__})"
             )
     return tuple(out)
 
@@ -310,7 +310,8 @@ class Report:
         checks: Iterable[str] = (),
         notes: Iterable[str] = (),
     ) -> None:
-        kept, suppressed = [], []
+        kept: list[Finding] = []
+        suppressed: list[Finding] = []
         for finding in findings:
             (suppressed if any(a.matches(finding) for a in allow) else kept).append(finding)
         self.findings: tuple[Finding, ...] = tuple(kept)
@@ -365,7 +366,9 @@ class Report:
             lines.append(f"{kind} ({len(group)}): {KINDS[kind].summary}")
             lines.extend(f"  - {f.message}" for f in group)
         if self.suppressed:
-            lines.append(f"allowed ({len(self.suppressed)}): " + "; ".join(f"{f.kind} at {f.kernel}" for f in self.suppressed))
+            lines.append(
+                f"allowed ({len(self.suppressed)}): " + "; ".join(f"{f.kind} at {f.kernel}" for f in self.suppressed)
+            )
         lines.extend(f"note: {note}" for note in self.notes)
         return "\n".join(lines)
 

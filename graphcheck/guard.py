@@ -103,12 +103,7 @@ def _available_devices() -> list[Any]:
 def _owners_tuple(owners: Any) -> tuple[Any, ...] | BufferSet:
     if isinstance(owners, BufferSet):
         return owners
-    if isinstance(owners, (list, tuple)):
-        items = tuple(owners)
-    elif isinstance(owners, (set, frozenset)):
-        items = tuple(owners)
-    else:
-        items = (owners,)
+    items = tuple(owners) if isinstance(owners, (list, tuple, set, frozenset)) else (owners,)
     for item in items:
         if item is None or isinstance(item, (str, bytes, int, float, bool)):
             raise TypeError(
@@ -349,7 +344,9 @@ class GraphGuard:
             )
         self.on_failure = check_on_failure(on_failure)
         if replay_check not in _REPLAY_CHECKS:
-            raise ValueError(f"replay_check must be one of {', '.join(map(repr, _REPLAY_CHECKS))}, got {replay_check!r}")
+            raise ValueError(
+                f"replay_check must be one of {', '.join(map(repr, _REPLAY_CHECKS))}, got {replay_check!r}"
+            )
         self.replay_check = replay_check
         self.allow = allowances(allow)
         self.device = _check_device(device)
@@ -514,8 +511,15 @@ class GraphGuard:
             for name, ref in record.arrays():
                 hit = owned.buffer_at(ref.ptr) if owned is not None else None
                 out.append(
-                    _Baked(ref.start, max(ref.nbytes, 1), hit.label if hit else None, index, record.kernel, name,
-                           record.site)  # fmt: skip
+                    _Baked(
+                        ref.start,
+                        max(ref.nbytes, 1),
+                        hit.label if hit else None,
+                        index,
+                        record.kernel,
+                        name,
+                        record.site,
+                    )  # fmt: skip
                 )
         if self.graph is not None and _warp.graph_handle(self.graph):
             from . import crosscheck

@@ -128,10 +128,7 @@ def _array_ref(spec: ParamSpec, raw: bytes) -> ArrayRef:
         data, grad = int(value.data), int(value.grad)
         shape = tuple(int(s) for s in value.shape[:ndim])
         strides = tuple(int(s) for s in value.strides[:ndim])
-    if not shape or 0 in shape:
-        nbytes = 0
-    else:
-        nbytes = sum((s - 1) * abs(st) for s, st in zip(shape, strides)) + spec.elem_size
+    nbytes = sum((s - 1) * abs(st) for s, st in zip(shape, strides)) + spec.elem_size if shape and 0 not in shape else 0
     return ArrayRef(data, nbytes, shape, strides, grad, str(spec.dtype or ""))
 
 

@@ -2,7 +2,8 @@
 
 pytest loads the plugin from graphcheck's ``pytest11`` entry point once the package is
 installed; ``-p no:graphcheck`` turns it off. From a source checkout that is not
-installed, load it with ``-p graphcheck.pytest_plugin``.
+installed, load it with ``-p graphcheck.pytest_plugin`` (only then: where the entry point
+loads it too, pytest refuses to register the module a second time under that name).
 
 Importing this module imports neither Warp nor the rest of graphcheck (pytest loads the
 plugin in every session, and a session that never touches graphcheck should not pay for
@@ -295,9 +296,7 @@ class GraphcheckFixture:
             device: the capture device (None: the fixture's :attr:`device`).
             options: passed to :class:`graphcheck.GraphGuard` (``on_failure=``, ``allow=``...).
         """
-        guard = _reporting_guard_class()(
-            device if device is not None else self.device, reference, owners, **options
-        )
+        guard = _reporting_guard_class()(device if device is not None else self.device, reference, owners, **options)
         guard.on_report = lambda report: self._add(SOURCE_GUARD, report)
         return guard
 
@@ -362,8 +361,11 @@ def _marker_settings(marker: pytest.Mark) -> tuple[tuple[Allow, ...], Any]:
     try:
         allow = allowances(marker.kwargs.get("allow"))
     except (TypeError, ValueError) as error:
-        pytest.fail(f"@pytest.mark.graphcheck(allow=...): {error}", pytrace=False)
-    return allow, marker.kwargs.get("device")
+        problem = str(error)
+    else:
+        return allow, marker.kwargs.get("device")
+    # Failed outside the except block, so the report does not chain the ValueError too.
+    pytest.fail(f"@pytest.mark.graphcheck(allow=...): {problem}", pytrace=False)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -83,6 +83,7 @@ def site_of(code: CodeType | None, lasti: int) -> Site:
         site = _sites[(code, lasti)] = Site(code.co_filename, line, getattr(code, "co_qualname", code.co_name))
     return site
 
+
 #: The kinds of operation a record can hold.
 KINDS = ("launch", "copy", "memset", "native")
 
@@ -116,8 +117,8 @@ class LaunchRecord:
         "_dim",
         "_kernel",
         "_key",
-        "_layout",
         "_lasti",
+        "_layout",
         "_name",
         "_params",
         "adjoint",
@@ -158,10 +159,8 @@ class LaunchRecord:
         # `kernel` is a Warp kernel (launches) or a name; `params` the parameter objects
         # (or bytes) Warp passed, converted to bytes on first use.
         self.kind = kind
-        if isinstance(kernel, str):
-            self._kernel, self._name = None, kernel
-        else:
-            self._kernel, self._name = kernel, None
+        self._kernel: Any = None if isinstance(kernel, str) else kernel
+        self._name: str | None = kernel if isinstance(kernel, str) else None
         self.adjoint = adjoint
         self._params = params
         self._args = args
@@ -633,9 +632,7 @@ def assert_same_topology(
     """
     lines = a.diff(b, buffers, scalars=scalars, streams=streams)
     if lines:
-        raise AssertionError(
-            f"the two traces ({len(a)} and {len(b)} operations) differ:\n  " + "\n  ".join(lines)
-        )
+        raise AssertionError(f"the two traces ({len(a)} and {len(b)} operations) differ:\n  " + "\n  ".join(lines))
 
 
 def assert_pointers_within(trace: LaunchTrace, buffers: BufferSet, *, ignore: Iterable[Any] = ()) -> None:

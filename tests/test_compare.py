@@ -104,6 +104,7 @@ def test_foreign_pointers_and_assert_pointers_within(cpu):
     ((rec, name, ptr),) = trace.foreign_pointers(owned)
     assert (name, ptr) == ("y", stranger.ptr)
     assert trace.foreign_pointers(owned, ignore=[stranger]) == []
-    with pytest.raises(AssertionError, match=r"1 address\(es\) outside the 1 allowed buffers:\n  #0 tests.kernels.axpy"):
+    message = r"1 address\(es\) outside the 1 allowed buffers:\n  #0 tests.kernels.axpy"
+    with pytest.raises(AssertionError, match=message):
         gc.assert_pointers_within(trace, owned)
     gc.assert_pointers_within(trace, gc.BufferSet().add(owned_array, "a").add(stranger, "b"))

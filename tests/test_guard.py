@@ -51,10 +51,9 @@ def test_the_users_exception_propagates_unchanged_and_nothing_is_left_behind():
         pass
 
     boom = Boom("from the user")
-    with pytest.raises(Boom) as error:
-        with gc.GraphGuard(device=DEVICE, reference=sim.step, owners=(sim,)):
-            sim.step()
-            raise boom
+    with pytest.raises(Boom) as error, gc.GraphGuard(device=DEVICE, reference=sim.step, owners=(sim,)):
+        sim.step()
+        raise boom
     assert error.value is boom
     assert not _warp.hooks_installed()
     assert not _warp.capture_in_progress(DEVICE)
@@ -157,7 +156,8 @@ def test_report_text_groups_findings_and_to_dict_is_json_ready():
     sim = TwoBugs(DEVICE)
     checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), on_failure="log")
     text = str(checked.report)
-    assert text.splitlines()[0] == "graphcheck: 2 findings in test_report_text_groups_findings_and_to_dict_is_json_ready.<locals>.TwoBugs.step on cpu (2 operations)"
+    name = "test_report_text_groups_findings_and_to_dict_is_json_ready.<locals>.TwoBugs.step"
+    assert text.splitlines()[0] == f"graphcheck: 2 findings in {name} on cpu (2 operations)"
     assert "scalar-drift (1):" in text and "per-call-allocation (1):" in text
     data = json.loads(json.dumps(checked.report.to_dict()))
     assert data["ok"] is False

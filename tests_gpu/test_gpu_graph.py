@@ -83,7 +83,8 @@ def test_capture_while_and_a_child_graph_are_walked(device):
 
     with gc.trace_launches() as trace, wp.ScopedCapture(device=device) as capture:
         work()
-    nodes = read_graph(capture.graph, [r.node[0] for r in trace if r.node and r.node[0] != _warp.graph_handle(capture.graph)])
+    top = _warp.graph_handle(capture.graph)
+    nodes = read_graph(capture.graph, [r.node[0] for r in trace if r.node and r.node[0] != top])
     types = [(n.type, n.depth, n.name) for n in nodes]
     print(types)
     assert any(t == "CONDITIONAL" for t, _, _ in types)
