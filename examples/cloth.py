@@ -60,7 +60,7 @@ def push_out_of_sphere(p: wp.vec3, params: ClothParams) -> wp.vec3:
 
 # Warp kernels and functions take positional parameters: PLR0917 does not apply to them.
 @wp.func
-def distance_correction(  # noqa: PLR0917
+def distance_correction(
     pi: wp.vec3, pj: wp.vec3, wi: float, wj: float, rest: float, stiffness: float
 ) -> wp.vec3:
     """The move of particle ``i`` that restores its distance to ``j`` (split by inverse mass)."""

@@ -71,7 +71,7 @@ def integrate(
 
 # Warp kernels take positional parameters: PLR0917 does not apply to them.
 @wp.kernel
-def evaluate(  # noqa: PLR0917
+def evaluate(
     pos: wp.array(dtype=wp.vec2),
     goal: wp.array(dtype=wp.vec2),
     actions: wp.array(dtype=wp.vec2),
@@ -101,7 +101,7 @@ def evaluate(  # noqa: PLR0917
 
 
 @wp.kernel
-def reset_done(  # noqa: PLR0917
+def reset_done(
     seed: wp.array(dtype=wp.int32),
     dones: wp.array(dtype=wp.int32),
     params: EnvParams,

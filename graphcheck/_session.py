@@ -37,6 +37,8 @@ def _kind(code: CodeType) -> int:
     if entry is None:
         entry = _code_kinds[id(code)] = (code, _code_kind(code))
     return entry[1]
+
+
 _ALLOCATING = _warp.ALLOCATING_FUNCTIONS
 _LAUNCH = _warp.LAUNCH
 # kernel -> indices of the parameters to copy at launch time (see _warp.snapshot_plan).
@@ -48,6 +50,8 @@ def _plan(kernel: Any, adjoint: bool) -> tuple[int, ...]:
     plan = _warp.snapshot_plan(kernel, adjoint)
     (_backward_plans if adjoint else _forward_plans)[kernel] = plan
     return plan
+
+
 _REPLAY = _warp.REPLAY
 
 

@@ -124,30 +124,38 @@ def _demo(args: argparse.Namespace) -> int:
     progress = _Progress()
     device = str(wp.get_device(args.device))
     out = sys.stdout
-    heading = (lambda s: f"{_BOLD}{s}{_RESET}") if _use_colour(out, args.colour) else (lambda s: s)
-    if not args.json:
-        print(heading(f"1. A particle simulation with two planted bugs, captured on {device}:"))
+    colour = _use_colour(out, args.colour)
+    heading = (lambda s: f"{_BOLD}{s}{_RESET}") if colour else (lambda s: s)
     progress("validating the producer with planted bugs")
     buggy = Particles(device, fixed=False)
     checked = gc.capture(buggy.step, device=device, owners=(buggy,), on_failure="ignore", allow=args.allow)
-    _emit(checked, args, out)
-    if not args.json:
-        print()
-        print(heading("2. The same simulation, fixed:"))
     progress("validating the fixed producer")
     fixed = Particles(device, fixed=True)
     good = gc.capture(fixed.step, device=device, owners=(fixed,), on_failure="ignore", allow=args.allow)
-    if args.json:
-        out.write(good.report.to_json(indent=2) + "\n")
-    else:
-        out.write(render(good.report, _use_colour(out, args.colour)) + "\n")
+    replayed = 0
     if good.ok:
         progress(f"replaying the fixed graph {args.replays} times")
         for _ in range(args.replays):
             good.launch()
+            replayed += 1
         wp.synchronize_device(device)
-        if not args.json:
-            print(f"replayed the fixed graph {args.replays} times; the replay check found every address owned.")
+    if args.json:
+        import json
+
+        document = {"with_bugs": checked.report.to_dict(), "fixed": good.report.to_dict(), "replays": replayed}
+        out.write(json.dumps(document, indent=2) + "\n")
+    else:
+        print(heading(f"1. A particle simulation with two planted bugs, captured on {device}:"))
+        out.write(render(checked.report, colour) + "\n\n")
+        print(heading("2. The same simulation, fixed:"))
+        out.write(render(good.report, colour) + "\n")
+        if replayed:
+            print(f"Replayed the fixed graph {replayed} times; every address it holds is still an owned buffer.")
+    if args.dot:
+        from . import dot
+
+        for path in dot.write(checked, args.dot):
+            print(f"graphcheck: wrote {path}", file=sys.stderr)
     return 0 if (good.ok and not checked.ok) else 1
 
 

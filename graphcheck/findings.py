@@ -418,6 +418,7 @@ ON_FAILURE = ("raise", "warn", "log", "ignore")
 
 
 def check_on_failure(on_failure: str) -> str:
+    """``on_failure`` itself, or a ValueError listing the accepted values."""
     if on_failure not in ON_FAILURE:
         raise ValueError(f"on_failure must be one of {', '.join(map(repr, ON_FAILURE))}, got {on_failure!r}")
     return on_failure
@@ -425,6 +426,7 @@ def check_on_failure(on_failure: str) -> str:
 
 def act(report: Report, on_failure: str, stacklevel: int = 3) -> None:
     """Do what ``on_failure`` says with a report that has findings."""
+    __tracebackhide__ = True  # pytest shows the user's frame, not this one
     if report.ok:
         return
     if on_failure == "raise":

@@ -404,6 +404,7 @@ class GraphGuard:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> bool:
+        __tracebackhide__ = True  # pytest shows the user's frame, not graphcheck's
         capture, trace = self._capture, self._trace
         capture_error: BaseException | None = None
         try:
@@ -632,6 +633,7 @@ def capture(
             made of objects.
         ValueError: for a device Warp does not have, or owners that hold no arrays.
     """
+    __tracebackhide__ = True  # pytest shows the user's frame, not graphcheck's
     if not callable(fn):
         raise TypeError(f"capture() needs a callable to capture, got {fn!r} (a {type(fn).__name__})")
     if reference is True:

@@ -1,0 +1,319 @@
+"""The pytest plugin (graphcheck/pytest_plugin.py): fixture, marker, options, reports.
+
+Each test runs an inner pytest session in a subprocess with ``pytester``: an in-process
+run would share this process's Warp state and the hooks graphcheck installs. The inner
+sessions import graphcheck and ``tests.producers`` from this checkout (PYTHONPATH is set
+to the repository root, computed from this file) and load the plugin with
+``-p graphcheck.pytest_plugin`` unless the package is installed, when its entry point
+loads it already.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+PLUGIN = "graphcheck.pytest_plugin"
+
+
+def _loaded_by_entry_point() -> bool:
+    """Whether pytest loads the plugin by itself: graphcheck installed, plugin autoload on."""
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        return False
+    return any(ep.value == PLUGIN for ep in entry_points(group="pytest11"))
+
+
+@pytest.fixture
+def inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytester whose subprocess sessions import graphcheck and tests.producers from this checkout."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
+    monkeypatch.delenv("GRAPHCHECK_DISABLE", raising=False)
+    # pytester points HOME at its temporary directory, where Warp would compile every kernel
+    # again (seconds per run): share this process's kernel cache instead.
+    if "WARP_CACHE_PATH" not in os.environ:
+        import warp as wp
+
+        wp.init()
+        if wp.config.kernel_cache_dir:
+            monkeypatch.setenv("WARP_CACHE_PATH", os.path.dirname(wp.config.kernel_cache_dir))
+    return pytester
+
+
+def run_inner(pytester: pytest.Pytester, *args: str, load_plugin: bool = True) -> pytest.RunResult:
+    """Run pytest in a subprocess in ``pytester``'s directory, with the plugin loaded."""
+    # Passing -p for a plugin its entry point also loads would register it twice (an error).
+    plugin = ["-p", PLUGIN] if load_plugin and not _loaded_by_entry_point() else []
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *plugin, *args)
+
+
+# -- import-lightness ---------------------------------------------------------------------
+
+
+def test_importing_the_plugin_imports_neither_warp_nor_the_rest_of_graphcheck():
+    # pytest imports the plugin in every session: it must not drag Warp (seconds, and a
+    # CUDA probe) into sessions that never use it. This needs graphcheck/__init__.py to load
+    # its public names lazily, since importing graphcheck.pytest_plugin runs it first.
+    probe = (
+        "import sys, graphcheck.pytest_plugin\n"
+        "light = {'graphcheck', 'graphcheck._version', 'graphcheck.pytest_plugin'}\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('warp', 'cuda')\n"
+        "               or (m.split('.')[0] == 'graphcheck' and m not in light))\n"
+        "assert not heavy, heavy\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_options_come_from_the_ini_file_and_the_command_line_wins(
+    inner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+):
+    inner.makeini(
+        """
+        [pytest]
+        graphcheck_device = cuda:7
+        graphcheck_report = reports/from-ini.json
+        """
+    )
+    inner.makepyfile(
+        test_options="""
+        import os
+        import sys
+
+        def test_device(graphcheck):
+            assert graphcheck.device == os.environ["EXPECTED_DEVICE"]
+            assert graphcheck.reports == []
+
+        def test_the_plugin_did_not_import_warp():
+            assert "warp" not in sys.modules
+        """
+    )
+    monkeypatch.setenv("EXPECTED_DEVICE", "cpu")
+    result = run_inner(inner, "--graphcheck-device", "cpu", "--strict-markers")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*graphcheck: 0 validations in 1 test, 0 findings*"])
+    from_ini = json.loads((inner.path / "reports" / "from-ini.json").read_text())
+    assert from_ini["validations"] == []
+    assert from_ini["device"] == "cpu"
+
+    monkeypatch.setenv("EXPECTED_DEVICE", "cuda:7")
+    run_inner(inner).assert_outcomes(passed=2)
+
+
+# -- the fixture --------------------------------------------------------------------------
+
+FIXTURE_TESTS = """
+import pytest
+
+from graphcheck import GraphCheckError
+from tests import producers as P
+
+
+def test_safe_producer_passes(graphcheck):
+    producer = P.DeviceCounter("cpu")
+    checked = graphcheck.validate(producer.step, owners=(producer,))
+    assert checked.ok and checked.device == "cpu"
+    checked.launch()
+    assert [report.ok for report in graphcheck.reports] == [True]
+
+
+def test_unsafe_producer_fails(graphcheck):
+    producer = P.HostCounter("cpu")
+    graphcheck.validate(producer.step, owners=(producer,))
+
+
+def test_guard_keeps_its_report(graphcheck):
+    producer = P.ZerosPerCall("cpu")
+    with pytest.raises(GraphCheckError):
+        with graphcheck.guard(reference=producer.step, owners=(producer,)):
+            producer.step()
+    assert [set(report.kinds()) for report in graphcheck.reports] == [{"per-call-allocation"}]
+"""
+
+
+def test_fixture_passes_a_safe_producer_and_fails_an_unsafe_one(inner: pytest.Pytester):
+    inner.makepyfile(test_fixture=FIXTURE_TESTS)
+    result = run_inner(inner, "--graphcheck-device", "cpu", "--graphcheck-report", "out/graphcheck.json", "-rP")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_unsafe_producer_fails _*",
+            "E *GraphCheckError: graphcheck: 1 finding in HostCounter.step on cpu*",
+            "E *scalar-drift (1)*",
+            "*- graphcheck -*",
+            "[[]validate[]] graphcheck: 1 finding in HostCounter.step on cpu*",
+            "scalar-drift (1):*",
+            # -rP shows the section of a passing test whose validation found something too.
+            "*_ test_guard_keeps_its_report _*",
+            "*- graphcheck -*",
+            "[[]guard[]] graphcheck: 1 finding in ZerosPerCall.step on cpu*",
+            "*graphcheck: 3 validations in 3 tests, 2 findings (per-call-allocation: 1, scalar-drift: 1)",
+            "graphcheck: JSON report written to *graphcheck.json",
+        ]
+    )
+
+    written = json.loads((inner.path / "out" / "graphcheck.json").read_text())
+    assert written["totals"] == {
+        "tests": 3,
+        "validations": 3,
+        "findings": 2,
+        "allowed": 0,
+        "kinds": {"per-call-allocation": 1, "scalar-drift": 1},
+    }
+    by_test = {v["nodeid"].split("::")[-1]: v for v in written["validations"]}
+    assert {name: (v["source"], v["report"]["ok"]) for name, v in by_test.items()} == {
+        "test_safe_producer_passes": ("validate", True),
+        "test_unsafe_producer_fails": ("validate", False),
+        "test_guard_keeps_its_report": ("guard", False),
+    }
+    (drift,) = by_test["test_unsafe_producer_fails"]["report"]["findings"]
+    assert drift["kind"] == "scalar-drift"
+    assert by_test["test_unsafe_producer_fails"]["report"]["device"] == "cpu"
+
+
+# -- the marker ---------------------------------------------------------------------------
+
+MARKER_TESTS = """
+import pytest
+import warp as wp
+
+from graphcheck import _warp
+from tests import producers as P
+
+
+@pytest.mark.graphcheck
+def test_safe_capture_passes():
+    producer = P.DeviceCounter("cpu")
+    with wp.ScopedCapture(device="cpu") as capture:
+        producer.step()
+    wp.capture_launch(capture.graph)
+
+
+@pytest.mark.graphcheck
+def test_per_call_allocation_fails():
+    producer = P.ZerosPerCall("cpu")
+    with wp.ScopedCapture(device="cpu"):
+        producer.step()
+
+
+@pytest.mark.graphcheck(allow=["per-call-allocation"])
+def test_allowed_kind_passes():
+    producer = P.ZerosPerCall("cpu")
+    with wp.ScopedCapture(device="cpu"):
+        producer.step()
+
+
+@pytest.mark.graphcheck(device="cpu")
+def test_marker_device_is_the_default_device(graphcheck):
+    assert graphcheck.device == "cpu"
+    assert wp.get_device().is_cpu
+    producer = P.DeviceCounter("cpu")
+    with wp.ScopedCapture() as capture:
+        producer.step()
+    wp.capture_launch(capture.graph)
+
+
+def test_unmarked_test_is_not_guarded():
+    producer = P.ZerosPerCall("cpu")
+    with wp.ScopedCapture(device="cpu"):
+        producer.step()
+
+
+@pytest.mark.graphcheck
+def test_own_exception_propagates():
+    producer = P.DeviceCounter("cpu")
+    with wp.ScopedCapture(device="cpu"):
+        producer.step()
+        raise KeyError("the test's own error")
+
+
+def test_nothing_left_behind():
+    assert wp.ScopedCapture is _warp.ORIGINAL_SCOPED_CAPTURE
+    assert wp.capture_launch is _warp._ORIGINAL_CAPTURE_LAUNCH
+    assert not _warp.hooks_installed()
+    assert not _warp.capture_in_progress("cpu")
+
+
+@pytest.mark.graphcheck(allow=["no-such-kind"])
+def test_unknown_kind_fails():
+    pass
+"""
+
+
+def test_marker_guards_every_capture_of_the_test(inner: pytest.Pytester):
+    inner.makepyfile(test_marker=MARKER_TESTS)
+    result = run_inner(inner, "--strict-markers", "--graphcheck-report", "marker.json")
+    result.assert_outcomes(passed=5, failed=3)
+    failed = {line.split("::")[1].split(" ")[0] for line in result.stdout.lines if line.startswith("FAILED ")}
+    assert failed == {"test_per_call_allocation_fails", "test_own_exception_propagates", "test_unknown_kind_fails"}
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_per_call_allocation_fails _*",
+            "graphcheck: 1 finding in capture at test_marker.py:* on cpu*",
+            "per-call-allocation (1):*",
+            "graphcheck: 1 capture guarded, 1 finding",
+            "*- graphcheck -*",
+            "[[]marker[]] graphcheck: 1 finding in capture at test_marker.py:*",
+            "*_ test_own_exception_propagates _*",
+            "*KeyError*the test's own error*",
+            "*_ test_unknown_kind_fails _*",
+            "*allow=*unknown finding kind 'no-such-kind'*",
+        ]
+    )
+    written = json.loads((inner.path / "marker.json").read_text())
+    by_test: dict[str, list[dict]] = {}
+    for validation in written["validations"]:
+        by_test.setdefault(validation["nodeid"].split("::")[-1], []).append(validation)
+    assert sorted(by_test) == [
+        "test_allowed_kind_passes",
+        "test_marker_device_is_the_default_device",
+        "test_per_call_allocation_fails",
+        "test_safe_capture_passes",
+    ]
+    (allowed,) = by_test["test_allowed_kind_passes"]
+    assert allowed["report"]["ok"] and [f["kind"] for f in allowed["report"]["suppressed"]] == ["per-call-allocation"]
+    (failed,) = by_test["test_per_call_allocation_fails"]
+    assert failed["source"] == "marker" and [f["kind"] for f in failed["report"]["findings"]] == ["per-call-allocation"]
+    assert written["totals"]["allowed"] == 1
+
+
+# -- turning it off -----------------------------------------------------------------------
+
+
+def test_no_graphcheck_disables_the_plugin_its_entry_point_loads(
+    inner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+):
+    tomllib = pytest.importorskip("tomllib")
+    # Install the entry point the way pip would (a dist-info on the path), taken from
+    # pyproject.toml, so this also checks that the declared entry point loads the plugin.
+    declared = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["pytest11"]
+    assert declared == {"graphcheck": PLUGIN}
+    site = inner.mkdir("site")
+    dist_info = site / "graphcheck_entry_point-0.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: graphcheck-entry-point\nVersion: 0\n")
+    (dist_info / "entry_points.txt").write_text(f"[pytest11]\ngraphcheck = {PLUGIN}\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ["PYTHONPATH"]]))
+    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    inner.makepyfile(
+        test_off="""
+        def test_uses_the_fixture(graphcheck):
+            assert graphcheck.reports == []
+        """
+    )
+
+    pytester_args = ("-p", "no:cacheprovider")
+    inner.runpytest_subprocess(*pytester_args).assert_outcomes(passed=1)
+
+    disabled = inner.runpytest_subprocess(*pytester_args, "-p", "no:graphcheck")
+    disabled.assert_outcomes(errors=1)
+    disabled.stdout.fnmatch_lines(["*fixture 'graphcheck' not found*"])
