@@ -26,6 +26,10 @@ from .record import Allocation, CapturedParams, LaunchRecord, LaunchTrace, site_
 # One process-wide order for operations and allocations (next() on a count is atomic).
 _sequence = itertools.count(1)
 
+_ALLOCATING = _warp.ALLOCATING_FUNCTIONS
+_LAUNCH = _warp.LAUNCH
+_REPLAY = _warp.REPLAY
+
 # id(code) -> (code, kind): keyed by id because hashing a code object hashes its contents
 # (slow on a hot path); the entry holds the code object, so its id is never reused.
 _code_kinds: dict[int, tuple[CodeType, int]] = {}
@@ -39,8 +43,6 @@ def _kind(code: CodeType) -> int:
     return entry[1]
 
 
-_ALLOCATING = _warp.ALLOCATING_FUNCTIONS
-_LAUNCH = _warp.LAUNCH
 # kernel -> indices of the parameters to copy at launch time (see _warp.snapshot_plan).
 _forward_plans: dict[Any, tuple[int, ...]] = {}
 _backward_plans: dict[Any, tuple[int, ...]] = {}
@@ -50,9 +52,6 @@ def _plan(kernel: Any, adjoint: bool) -> tuple[int, ...]:
     plan = _warp.snapshot_plan(kernel, adjoint)
     (_backward_plans if adjoint else _forward_plans)[kernel] = plan
     return plan
-
-
-_REPLAY = _warp.REPLAY
 
 
 def _caller(frame: Any, via: str) -> tuple[CodeType | None, int, str, bool]:
