@@ -953,3 +953,29 @@ def patch_capture_api(scoped_capture: type, capture_launch: Callable[..., Any]) 
 def original_capture_launch(graph: Any, stream: Any = None) -> None:
     """Warp's own ``wp.capture_launch``, even while the capture API is patched."""
     _ORIGINAL_CAPTURE_LAUNCH(graph, stream=stream)
+
+
+def pack_params(
+    kernel: Any,
+    dim: Any,
+    inputs: Any = (),
+    outputs: Any = (),
+    device: Any = None,
+    adjoint: bool = False,
+    adj_inputs: Any = (),
+    adj_outputs: Any = (),
+) -> tuple[bytes, ...]:
+    """The parameter block a launch with these arguments passes, packed by Warp's own
+    ``pack_arg`` (no launch happens): launch bounds, then each argument's bytes."""
+    device = _runtime().get_device(device)
+    fwd = [*inputs, *outputs]
+    kernel = resolve_overload(kernel, inputs, outputs)
+    if getattr(kernel.adj, "kernel_dim", None) is None:
+        kernel.module.load(device)  # Warp learns a kernel's dimensionality when it builds it
+    dims, _ = _context._normalize_launch_dim(dim)
+    params = [_context._build_launch_bounds_from_tuple(dims, kernel.adj.kernel_dim)]
+    params += [_context.pack_arg(kernel, a.type, a.label, v, device, False) for a, v in zip(kernel.adj.args, fwd)]
+    if adjoint:
+        adj = [*adj_inputs, *adj_outputs]
+        params += [_context.pack_arg(kernel, a.type, a.label, v, device, True) for a, v in zip(kernel.adj.args, adj)]
+    return tuple(bytes(p) for p in params)

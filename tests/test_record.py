@@ -425,3 +425,32 @@ def test_nan_scalars_compare_equal(cpu):
         traces.append(trace)
     assert traces[0].same_topology(traces[1])
     assert math.isnan(traces[0][0].args["s"])
+
+
+def test_recorded_bytes_equal_warps_own_packing(cpu):
+    from graphcheck.params import decode, expected_params, kernel_layout
+
+    out = wp.zeros(12, dtype=float, device=cpu)
+    p = K.Params()
+    p.gravity = wp.vec3(0.5, -9.8, 1.5)
+    p.scratch = wp.zeros(4, dtype=float, device=cpu)
+    inputs = [out, 1.5, -7, wp.vec3(1.0, 2.0, 3.0), wp.mat22(1.0, 2.0, 3.0, 4.0), 2.25, 0.5, True, p]
+    with gc.trace_launches() as trace:
+        wp.launch(K.echo, dim=1, inputs=inputs, device=cpu)
+    expected = expected_params(K.echo, 1, inputs, device=cpu)
+    assert trace[0].param_bytes == expected
+    assert decode(kernel_layout(K.echo), expected)["f"] == 1.5
+
+
+def test_recorded_adjoint_bytes_equal_warps_own_packing(cpu):
+    from graphcheck.params import expected_params
+
+    x = wp.array([1.0, 2.0], dtype=float, device=cpu, requires_grad=True)
+    y = wp.zeros(2, dtype=float, device=cpu, requires_grad=True)
+    with gc.trace_launches() as trace:
+        wp.launch(K.square, dim=2, inputs=[x], outputs=[y], adj_inputs=[x.grad], adj_outputs=[y.grad],
+                  adjoint=True, device=cpu)  # fmt: skip
+    expected = expected_params(
+        K.square, 2, [x], [y], device=cpu, adjoint=True, adj_inputs=[x.grad], adj_outputs=[y.grad]
+    )
+    assert trace[0].param_bytes == expected
