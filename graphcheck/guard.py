@@ -54,6 +54,13 @@ def _site_key(fn: Any, code: CodeType | None, lasti: int, device: str) -> tuple[
     return (_code_of(fn), id(target), code, lasti, device), ref
 
 
+def _remember(key: tuple[tuple[Any, ...], Any], report: Report) -> None:
+    if len(_validated) > 1024:  # forget sites whose producer is gone
+        for stale in [k for k, (ref, _) in _validated.items() if ref() is None]:
+            del _validated[stale]
+    _validated[key[0]] = (key[1], report)
+
+
 def _validated_before(key: tuple[tuple[Any, ...], Any] | None) -> bool:
     if key is None:
         return False
@@ -111,6 +118,13 @@ def _owners_tuple(owners: Any) -> tuple[Any, ...] | BufferSet:
                 f"arrays) or a graphcheck.BufferSet; got {item!r} (a {type(item).__name__}) in owners={owners!r}"
             )
     return items
+
+
+def _owned_buffers(owners: tuple[Any, ...] | BufferSet | None) -> BufferSet | None:
+    """The buffers ``owners`` hold now, labelled ``owner.<path>`` (``owners[i].<path>``)."""
+    if owners is None or isinstance(owners, BufferSet):
+        return owners
+    return buffers_of(*owners, root=[f"owners[{i}]" for i in range(len(owners))] if len(owners) > 1 else "owner")
 
 
 def _caller_site(depth: int) -> tuple[CodeType | None, int]:
@@ -184,12 +198,7 @@ class CheckedGraph:
 
     def owned_buffers(self) -> BufferSet:
         """The buffers the owners hold now."""
-        owners = self._owners
-        if owners is None:
-            return BufferSet()
-        if isinstance(owners, BufferSet):
-            return owners
-        return buffers_of(*owners, root=[f"owners[{i}]" for i in range(len(owners))] if len(owners) > 1 else "owner")
+        return _owned_buffers(self._owners) or BufferSet()
 
     def check_replay(self, on_failure: str | None = None) -> Report:
         """Check that every address baked into the graph is still in a live owned buffer.
@@ -419,6 +428,8 @@ class GraphGuard:
         self.graph = capture.graph if capture_error is None else None
         if exc is not None:
             if not (self.enabled and _is_capture_error(exc)):
+                note = f"the guarded block raised {type(exc).__name__}: nothing was checked"
+                self.report = Report(name=self.name, device=self.device, notes=[note])
                 return False  # the user's own exception propagates unchanged
             capture_error = exc
         if not self.enabled:
@@ -434,7 +445,7 @@ class GraphGuard:
             self.report = self._analyze(trace, owned)
         self.checked = self._checked(lambda: self._baked(trace, owned), trace)
         if self.report.ok and self._reference_trace is not None and self._key is not None:
-            _validated[self._key[0]] = (self._key[1], self.report)
+            _remember(self._key, self.report)
         try:
             act(self.report, self.on_failure, stacklevel=3)
         except Exception as error:
@@ -446,12 +457,7 @@ class GraphGuard:
     # -- the checks -----------------------------------------------------------------------
 
     def _owned(self) -> BufferSet | None:
-        owners = self._owners
-        if owners is None:
-            return None
-        if isinstance(owners, BufferSet):
-            return owners
-        return buffers_of(*owners, root=[f"owners[{i}]" for i in range(len(owners))] if len(owners) > 1 else "owner")
+        return _owned_buffers(self._owners)
 
     def _analyze(self, trace: LaunchTrace, owned: BufferSet | None) -> Report:
         findings: list[Finding] = []
