@@ -304,6 +304,19 @@ class Session:
         self._emit(record)
         return record
 
+    def _run(
+        self, record: LaunchRecord, call: Callable[..., Any], args: tuple[Any, ...], kwargs: Any, stream: int | None
+    ) -> Any:
+        """Deliver ``record``, then let Warp do the operation; a failed one is not recorded."""
+        self._emit(record)
+        try:
+            result = call(*args, **kwargs)
+        except BaseException:
+            self._retract(record)
+            raise
+        self.after_cuda_op(record, stream)
+        return result
+
     def after_cuda_op(self, record: LaunchRecord, stream: int | None) -> None:
         """After a CUDA operation was enqueued: which graph node(s) did it add?"""
         if stream and _warp.stream_is_capturing(stream):
@@ -338,14 +351,7 @@ class Session:
             "copy", "wp.copy", False, None, args_map, str(dest.device), 0, 0, handle,
             code, lasti, via, internal, next(_sequence), False, None, (count,),
         )  # fmt: skip
-        self._emit(record)
-        try:
-            result = original(*args)
-        except BaseException:
-            self._retract(record)
-            raise
-        self.after_cuda_op(record, handle)
-        return result
+        return self._run(record, original, args, {}, handle)
 
     def on_memset(self, original: Callable[..., Any], name: str, arr: Any, args: Any, kwargs: Any) -> Any:
         if self.in_memset or not getattr(arr, "size", 0):
@@ -358,17 +364,11 @@ class Session:
             "memset", f"array.{name}", False, None, {"dest": _array_ref(arr), "value": _plain(value)},
             str(arr.device), 0, 0, handle, code, lasti, via, internal, next(_sequence), False, None, (int(arr.size),),
         )  # fmt: skip
-        self._emit(record)
         self.in_memset = True
         try:
-            result = original(arr, *args, **kwargs)
-        except BaseException:
-            self._retract(record)
-            raise
+            return self._run(record, original, (arr, *args), kwargs, handle)
         finally:
             self.in_memset = False
-        self.after_cuda_op(record, handle)
-        return result
 
     def on_native(self, original: Callable[..., Any], name: str, on_device: bool, args: tuple[Any, ...]) -> Any:
         code, lasti, via, internal = _caller(sys._getframe(2), name)
@@ -378,14 +378,7 @@ class Session:
             "native", name, False, None, {f"arg{i}": _plain(a) for i, a in enumerate(args)}, str(device), 0, 0,
             handle, code, lasti, via, internal, next(_sequence), False, None, (),
         )  # fmt: skip
-        self._emit(record)
-        try:
-            result = original(*args)
-        except BaseException:
-            self._retract(record)
-            raise
-        self.after_cuda_op(record, handle)
-        return result
+        return self._run(record, original, args, {}, handle)
 
     # -- allocations ----------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .params import ArrayRef, values_equal
+from .params import ArrayRef, canonical, values_equal
 
 if TYPE_CHECKING:
     from .buffers import BufferSet
@@ -198,20 +198,12 @@ def topology_keys(
             if isinstance(value, ArrayRef):
                 args.append((name, _array_key(trace, record, value, buffers)))
             elif scalars:
-                args.append((name, _canonical(value)))
+                args.append((name, canonical(value)))
         key: tuple[Any, ...] = (record.kind, record.kernel, record.adjoint, record.dim, record.block_dim, tuple(args))
         if streams:
             key += (record.stream,)
         keys.append(key)
     return keys
-
-
-def _canonical(value: Any) -> Any:
-    if isinstance(value, float) and value != value:
-        return "nan"
-    if isinstance(value, tuple):
-        return tuple(_canonical(v) for v in value)
-    return value
 
 
 def compare_records(

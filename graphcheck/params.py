@@ -332,11 +332,12 @@ def _field_name(spec: ParamSpec, offset: int, prefix: str) -> str:
     return name
 
 
-def _canonical(value: Any) -> Any:
+def canonical(value: Any) -> Any:
+    """A decoded value as a comparable key: NaN (also inside vectors) becomes ``"nan"``."""
     if isinstance(value, float) and value != value:
         return "nan"
     if isinstance(value, tuple):
-        return tuple(_canonical(v) for v in value)
+        return tuple(canonical(v) for v in value)
     return value
 
 
@@ -344,7 +345,7 @@ def values_equal(a: Any, b: Any) -> bool:
     """Equality of two decoded values, with NaN equal to NaN (also inside vectors)."""
     if a is b:
         return True
-    return bool(_canonical(a) == _canonical(b))
+    return bool(canonical(a) == canonical(b))
 
 
 def expected_cuda_config(
