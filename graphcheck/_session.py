@@ -131,17 +131,20 @@ def _array_ref(arr: Any) -> ArrayRef:
 class Session:
     """What one context is recording: its active traces and the call in progress."""
 
-    __slots__ = ("allocations_seen", "in_memset", "pending", "traces")
+    __slots__ = ("allocations_seen", "conditional_depth", "in_memset", "pending", "traces")
 
     def __init__(self, traces: tuple[LaunchTrace, ...]) -> None:
         self.traces = traces
         self.pending: Any = None
         self.in_memset = False
         self.allocations_seen = 0
+        self.conditional_depth = 0
 
     # -- delivery -------------------------------------------------------------------------
 
     def _emit(self, record: LaunchRecord) -> None:
+        if self.conditional_depth:
+            record.nested = True
         internal = record.internal
         for trace in self.traces:
             if not internal or trace.include_warp:
@@ -162,7 +165,7 @@ class Session:
     def on_cpu_launch(self, kernel: Any, params: Any, adjoint: bool, blocks: bool) -> None:
         """``invoke`` / ``invoke_cpu_blocks``: an eager CPU launch and Warp's parameter objects."""
         pending = self.pending
-        if pending is not None and pending[0] is _LAUNCH and not blocks:
+        if pending is not None and pending[0] is _LAUNCH and not blocks and not self.conditional_depth:
             frame = pending[2]
             code = frame.f_code
             entry = _code_kinds.get(id(code))
@@ -191,7 +194,7 @@ class Session:
     def on_cpu_capture_launch(self, bounds_ref: Any, args_ref: Any, adj_ref: Any) -> None:
         """``wp_cpu_launch_kernel``: a CPU launch inside a capture, as the structs Warp built."""
         pending = self.pending
-        if pending is not None and pending[0] is _LAUNCH:
+        if pending is not None and pending[0] is _LAUNCH and not self.conditional_depth:
             frame, kernel = pending[2], pending[1][0]
             code = frame.f_code
             entry = _code_kinds.get(id(code))
@@ -322,7 +325,10 @@ class Session:
         if stream and _warp.stream_is_capturing(stream):
             from . import _cuda
 
-            record.node = _cuda.capture_tail(stream)
+            try:
+                record.node = _cuda.capture_tail(stream)
+            except _cuda.GraphInspectError:
+                pass  # the cross-check will say the graph could not be read; never break the capture
 
     # -- copies, memsets, native helpers --------------------------------------------------
 
@@ -379,6 +385,25 @@ class Session:
             handle, code, lasti, via, internal, next(_sequence), False, None, (),
         )  # fmt: skip
         return self._run(record, original, args, {}, handle)
+
+    def on_conditional(
+        self, original: Callable[..., Any], name: str, condition: Any, args: tuple[Any, ...], kwargs: Any
+    ) -> Any:
+        """``wp.capture_if`` / ``wp.capture_while``: one record, and its body's operations nested."""
+        code, lasti, via, internal = _caller(sys._getframe(2), name)
+        device = getattr(condition, "device", None)
+        handle = _warp.device_stream_handle(device) if device is not None else None
+        record = LaunchRecord(
+            "conditional", f"wp.{name}", False, None, {"condition": _array_ref(condition)},
+            str(device) if device is not None else "?", 0, 0, handle, code, lasti, via, internal, next(_sequence),
+            False, None, (),
+        )  # fmt: skip
+        self._emit(record)
+        self.conditional_depth += 1
+        try:
+            return original(condition, *args, **kwargs)
+        finally:
+            self.conditional_depth -= 1
 
     # -- allocations ----------------------------------------------------------------------
 

@@ -29,6 +29,8 @@ The interposition points (Warp 1.19):
 ``core.wp_cpu_launch_kernel`` ctypes attribute: CPU launches inside a capture
 ``core.wp_cuda_launch_kernel`` ctypes attribute: every CUDA launch
 ``array.zero_`` / ``fill_``   class attributes: memsets and fills
+``capture_if``                module attributes (also ``wp.``): conditional
+``capture_while``             graphs, their bodies' operations marked nested
 ``array._init_new``           class attributes: allocations, arrays made from data
 ``_init_from_data``
 ``core.wp_<native helper>``   ctypes attributes: sort, scan, reductions, hash grid,
@@ -311,6 +313,14 @@ def _install() -> None:
         for method in ("zero_", "fill_"):
             _orig[(cls, method)] = _set_attr(cls, method, _memset_hooks[(cls, method)])
 
+    # Conditional graphs: their bodies run as often as the data says when eager.
+    for name in ("capture_if", "capture_while"):
+        original = getattr(_context, name)
+        conditional = _make_conditional_hook(name, original)
+        _set_attr(_context, name, conditional)
+        if getattr(wp, name, None) is original:
+            _set_attr(wp, name, conditional)
+
     # Allocations.
     _orig["init_new"] = _set_attr(_types.array, "_init_new", _init_new_hook)
     _orig["init_from_data"] = _set_attr(_types.array, "_init_from_data", _init_from_data_hook)
@@ -444,6 +454,18 @@ def _init_from_data_hook(self: Any, *args: Any, **kwargs: Any) -> Any:
     return result
 
 
+def _make_conditional_hook(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    def hook(condition: Any, *args: Any, **kwargs: Any) -> Any:
+        session = ACTIVE.get()
+        if session is None:
+            return original(condition, *args, **kwargs)
+        return session.on_conditional(original, name, condition, args, kwargs)
+
+    hook.__name__ = hook.__qualname__ = name
+    hook.__doc__ = original.__doc__
+    return hook
+
+
 def _make_native_hook(name: str, original: Any, on_device: bool) -> Callable[..., Any]:
     label = name[3:]
 
@@ -575,18 +597,9 @@ def span_bytes(shape: tuple[int, ...], strides: tuple[int, ...], elem_size: int)
     return sum((s - 1) * abs(st) for s, st in zip(shape, strides)) + elem_size
 
 
-def device_name(device: Any) -> str:
-    """The alias of a device-like value (``"cpu"``, ``"cuda:0"``)."""
-    return str(_runtime().get_device(device))
-
-
 def get_device(device: Any = None) -> Any:
     """Warp's Device for a device-like value (None: the default device)."""
     return _context.get_device(device)
-
-
-def is_cuda(device: Any) -> bool:
-    return bool(_context.get_device(device).is_cuda)
 
 
 def cuda_available() -> bool:
@@ -639,22 +652,6 @@ def kernel_name(kernel: Any) -> str:
     module = getattr(getattr(kernel, "module", None), "name", None)
     key = getattr(kernel, "key", None) or getattr(kernel, "__name__", repr(kernel))
     return f"{module}.{key}" if module else str(key)
-
-
-def kernel_module_file(kernel: Any) -> str | None:
-    func = getattr(kernel, "func", None)
-    code = getattr(func, "__code__", None)
-    return getattr(code, "co_filename", None)
-
-
-def normalize_dim(dim: Any) -> tuple[int, ...]:
-    """Launch dimensions as a tuple of ints, as Warp normalises them."""
-    if isinstance(dim, (int, np.integer)):
-        return (int(dim),)
-    try:
-        return tuple(int(d) for d in dim)
-    except TypeError:
-        return ()
 
 
 # --------------------------------------------------------------------------------------
@@ -878,19 +875,6 @@ def kernel_function(kernel: Any, device: Any, block_dim: int, adjoint: bool = Fa
     hooks = module_exec.get_kernel_hooks(kernel)
     handle = hooks.backward if adjoint else hooks.forward
     return int(handle) if handle else None
-
-
-def kernel_launch_hooks(kernel: Any, device: Any, block_dim: int) -> tuple[int, int, int]:
-    """``(forward smem bytes, backward smem bytes, cluster dim)`` of a loaded CUDA kernel."""
-    device = _runtime().get_device(device)
-    module_exec = kernel.module.load(device, block_dim)
-    hooks = module_exec.get_kernel_hooks(kernel)
-    return int(hooks.forward_smem_bytes or 0), int(hooks.backward_smem_bytes or 0), int(hooks.cluster_dim or 1)
-
-
-def graph_is_cpu(graph: Any) -> bool:
-    device = graph_device(graph)
-    return bool(device is not None and device.is_cpu)
 
 
 def resolve_overload(kernel: Any, inputs: Any, outputs: Any) -> Any:

@@ -20,19 +20,19 @@ from typing import Any
 
 from . import _warp
 from .findings import Allow, Report
-from .guard import CheckedGraph, GraphGuard
+from .guard import CheckedGraph, GraphGuard, InferredOwners
 
 __all__ = ["AutoGuard"]
 
 
-def _owners_from_frame(frame: Any) -> tuple[Any, ...] | None:
+def _owners_from_frame(frame: Any) -> InferredOwners | None:
     if frame is None:
         return None
     local = frame.f_locals
     if "self" in local:
-        return (local["self"],)
+        return InferredOwners((local["self"],))
     values = {k: v for k, v in local.items() if not k.startswith("__")}
-    return (values,) if values else None
+    return InferredOwners((values,)) if values else None
 
 
 class AutoGuard:
@@ -100,7 +100,6 @@ class AutoGuard:
                     replay_check="always",
                     allow_foreign_nodes=autoguard.allow_foreign_nodes,
                     name=f"capture at {site}",
-                    _inferred_owners=True,
                     **options,
                 )
                 self._graphcheck.__enter__()

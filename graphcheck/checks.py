@@ -204,8 +204,8 @@ def allocations(captured: LaunchTrace, owned: BufferSet | None = None) -> list[F
     findings = []
     for alloc, used in uses.items():
         index, record, name = used[0]
-        how = "wraps host memory" if alloc.how == "wrapped" else "was allocated"
-        via = f" by wp.{alloc.via}" if alloc.via and alloc.via != "array" else ""
+        via = f"wp.{alloc.via}" if alloc.via and alloc.via != "array" else "wp.array"
+        how = f"wraps host memory ({via})" if alloc.how == "wrapped" else f"was allocated by {via}"
         more = f"; used by {len(used) - 1} more operation{'s' if len(used) > 2 else ''}" if len(used) > 1 else ""
         findings.append(
             make_finding(
@@ -216,7 +216,7 @@ def allocations(captured: LaunchTrace, owned: BufferSet | None = None) -> list[F
                 index=index,
                 site=record.site,
                 captured=alloc.label,
-                values=f"{alloc.label} {how}{via} at {alloc.site.short} during the call{more}",
+                values=f"{alloc.label} {how} at {alloc.site.short} during the call{more}",
                 detail={"allocated at": str(alloc.site), "address": alloc.start, "bytes": alloc.end - alloc.start},
             )
         )

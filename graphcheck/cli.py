@@ -76,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run a Warp program with every wp.ScopedCapture guarded")
     run.add_argument("--allow", action="append", default=[], metavar="KIND", help="accept a finding kind")
-    run.add_argument("--json", action="store_true", help="print the reports as JSON at exit")
+    run.add_argument("--report", metavar="PATH", help="also write every report as JSON to PATH")
     run.add_argument("--colour", "--color", choices=("auto", "always", "never"), default="auto")
     run.add_argument("script", help="the program to run")
     run.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
@@ -238,17 +238,17 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
         out = sys.stdout
-        if args.json:
+        colour = _use_colour(out, args.colour)
+        for report in guard.reports + guard.replay_reports:
+            if not report.ok:
+                out.write(render(report, colour) + "\n")
+        out.write(guard.summary().splitlines()[-1] + "\n")
+        if args.report:
             import json
 
             reports = [r.to_dict() for r in guard.reports + guard.replay_reports]
-            out.write(json.dumps({"ok": guard.ok, "reports": reports}, indent=2) + "\n")
-        else:
-            colour = _use_colour(out, args.colour)
-            for report in guard.reports + guard.replay_reports:
-                if not report.ok:
-                    out.write(render(report, colour) + "\n")
-            out.write(guard.summary().splitlines()[-1] + "\n")
+            with open(args.report, "w") as f:
+                json.dump({"ok": guard.ok, "reports": reports}, f, indent=2)
     if not guard.ok:
         return code or 1
     return code

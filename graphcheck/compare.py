@@ -300,7 +300,12 @@ def compare_traces(
         scalars: whether scalar arguments count.
         streams: whether streams count.
     """
-    records_a, records_b = a.records, b.records
+    # Operations inside wp.capture_if / capture_while bodies run as often as the data
+    # says in an eager call but once in a capture: only the conditional itself compares.
+    index_a = [i for i, r in enumerate(a.records) if not r.nested]
+    index_b = [j for j, r in enumerate(b.records) if not r.nested]
+    records_a = [a.records[i] for i in index_a]
+    records_b = [b.records[j] for j in index_b]
     n, m = len(records_a), len(records_b)
     # The common prefix and suffix cost one cheap comparison per operation.
     head = 0
@@ -325,9 +330,10 @@ def compare_traces(
     out: list[Difference] = []
     for i, j in pairs:
         if i is None:
-            out.append(Difference("extra", None, j, None, records_b[j]))  # type: ignore[index]
+            assert j is not None
+            out.append(Difference("extra", None, index_b[j], None, records_b[j]))
         elif j is None:
-            out.append(Difference("missing", i, None, records_a[i], None))
+            out.append(Difference("missing", index_a[i], None, records_a[i], None))
         else:
-            out.extend(_compare(a, records_a[i], i, b, records_b[j], j, buffers, scalars, streams))
+            out.extend(_compare(a, records_a[i], index_a[i], b, records_b[j], index_b[j], buffers, scalars, streams))
     return out

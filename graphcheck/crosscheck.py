@@ -205,15 +205,17 @@ def check_nodes(
         elif node.role == "unrecorded":
             func = int(node.fields.get("func", 0) or 0)
             warp = warp_functions.get(func)
-            if warp is None and node.type == "KERNEL":
+            if warp is not None:
+                what = f"graph node {node.index}: Warp kernel {warp[0]} that no recorded launch made"
+            else:
+                # No Warp operation made it: another library's work captured in the block.
                 node.role = "foreign"
                 if allow_foreign_nodes:
                     continue
-                what = f"graph node {node.index}: kernel {node.name or hex(func)} from outside Warp"
-            elif warp is not None:
-                what = f"graph node {node.index}: Warp kernel {warp[0]} that no recorded launch made"
-            else:
-                what = f"graph node {node.index}: a {node.type.lower()} node that no recorded operation made"
+                if node.type == "KERNEL":
+                    what = f"graph node {node.index}: kernel {node.name or hex(func)} from outside Warp"
+                else:
+                    what = f"graph node {node.index}: a {node.type.lower()} node from outside Warp"
             findings.append(
                 make_finding(
                     "unrecorded-node",

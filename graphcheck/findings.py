@@ -263,7 +263,9 @@ class Allow:
             name = finding.kernel or ""
             if name != self.kernel and name.rsplit(".", 1)[-1] != self.kernel:
                 return False
-        return self.arg is None or finding.arg == self.arg
+        # A finding about several arguments (buffers swapped in one launch) names them
+        # all: allowing one of them allows the finding.
+        return self.arg is None or self.arg in (finding.arg or "").split(", ")
 
 
 def allowances(allow: Iterable[Allow | str] | Allow | str | None) -> tuple[Allow, ...]:
@@ -348,11 +350,15 @@ class Report:
         """One line: the verdict."""
         where = f" in {self.name}" if self.name else ""
         on = f" on {self.device}" if self.device else ""
+        operations = f"{self.operations} operation{'s' if self.operations != 1 else ''}"
+        if not self.checks:
+            why = f": {self.notes[0]}" if self.notes else ""
+            return f"graphcheck: {self.name or 'capture'} was not checked{on}{why}"
         if self.ok:
             extra = f", {len(self.suppressed)} allowed" if self.suppressed else ""
-            return f"graphcheck: {self.name or 'capture'} is replay-safe{on} ({self.operations} operations{extra})"
+            return f"graphcheck: {self.name or 'capture'} is replay-safe{on} ({operations}{extra})"
         count = len(self.findings)
-        return f"graphcheck: {count} finding{'s' if count != 1 else ''}{where}{on} ({self.operations} operations)"
+        return f"graphcheck: {count} finding{'s' if count != 1 else ''}{where}{on} ({operations})"
 
     def __str__(self) -> str:
         lines = [self.headline()]

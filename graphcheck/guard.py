@@ -107,6 +107,11 @@ def _available_devices() -> list[Any]:
     return list(wp.get_devices())
 
 
+class InferredOwners(tuple):
+    """Owners graphcheck worked out itself (from the callable, or from where a capture
+    was opened): unlike owners the user names, they may hold no arrays at all."""
+
+
 def _owners_tuple(owners: Any) -> tuple[Any, ...] | BufferSet:
     if isinstance(owners, BufferSet):
         return owners
@@ -172,8 +177,10 @@ class CheckedGraph:
         replay_check: str,
         enabled: bool = True,
         trace: LaunchTrace | None = None,
+        allow: tuple[Allow, ...] = (),
     ) -> None:
         self.graph = graph
+        self._allow = allow
         self.trace = trace
         self.report = report
         self.device = device
@@ -200,49 +207,55 @@ class CheckedGraph:
         """The buffers the owners hold now."""
         return _owned_buffers(self._owners) or BufferSet()
 
-    def check_replay(self, on_failure: str | None = None) -> Report:
+    def check_replay(self, on_failure: str | None = None, *, _stacklevel: int = 3) -> Report:
         """Check that every address baked into the graph is still in a live owned buffer.
 
-        A reassigned attribute, a freed scratch array or a resized buffer each give a
-        ``stale-pointer`` finding; contents changed in place are fine.
+        Every address that lay in a buffer of the owners at capture must still lie in
+        that same buffer (by its label) and fit in it. A reassigned attribute, a freed
+        scratch array or a resized buffer each give a ``stale-pointer`` finding; contents
+        changed in place are fine. Addresses the owners did not hold at capture were
+        reported then (``foreign-buffer``, ``per-call-allocation``) and are not checked
+        again. On CUDA the addresses are read from the graph's nodes.
 
         Args:
-            on_failure: ``"raise"``, ``"warn"`` or ``"log"`` (default: as the graph was
-                captured with).
+            on_failure: ``"raise"``, ``"warn"``, ``"log"`` or ``"ignore"`` (default: as
+                the graph was captured with).
 
         Returns:
             The replay :class:`Report`.
 
         Raises:
             GraphCheckError: with ``on_failure="raise"``, when an address is stale.
+            RuntimeError: when the capture failed and there is no graph.
         """
+        __tracebackhide__ = True
+        name, device = self.report.name, self.device
         if not self._enabled:
-            return Report(name=self.report.name, device=self.device, notes=["checking disabled by GRAPHCHECK_DISABLE"])
+            return Report(name=name, device=device, notes=["checking disabled by GRAPHCHECK_DISABLE"])
         if self.graph is None:
             raise RuntimeError(f"there is no graph to replay: the capture failed.\n{self.report}")
+        if self._owners is None:
+            return Report(name=name, device=device, notes=["no owners to check the graph's addresses against"])
         owned = self.owned_buffers()
-        stale: dict[int, tuple[_Baked, Any, str, int]] = {}
+        stale: dict[int, list[Any]] = {}
         for baked in self._baked:
+            if baked.label is None:
+                continue  # not owned at capture: reported then
             hit = owned.buffer_at(baked.ptr)
-            problem = None
             if hit is None:
-                was = f"{baked.label}" if baked.label else "an unowned buffer"
-                problem = f"{baked.ptr:#x} ({was} at capture) is in no buffer the owners hold now"
+                problem = f"{baked.ptr:#x} ({baked.label} at capture) is in no buffer the owners hold now"
             elif baked.ptr + baked.nbytes > hit.end:
                 problem = (
                     f"{baked.ptr:#x} (+{baked.nbytes} bytes) no longer fits in {hit.label} "
                     f"({hit.nbytes} bytes now): the buffer was resized"
                 )
-            elif baked.label is not None and hit.label != baked.label:
+            elif hit.label != baked.label:
                 problem = f"{baked.ptr:#x} was {baked.label} at capture and is {hit.label} now"
-            if problem is None:
+            else:
                 continue
             # One finding per stale address, however many operations use it.
-            if baked.ptr in stale:
-                first, first_hit, first_problem, uses = stale[baked.ptr]
-                stale[baked.ptr] = (first, first_hit, first_problem, uses + 1)
-            else:
-                stale[baked.ptr] = (baked, hit, problem, 1)
+            entry = stale.setdefault(baked.ptr, [baked, hit, problem, 0])
+            entry[3] += 1
         findings = []
         for baked, hit, problem, uses in stale.values():
             more = f"; used by {uses - 1} more operation{'s' if uses > 2 else ''}" if uses > 1 else ""
@@ -261,12 +274,13 @@ class CheckedGraph:
             )
         report = Report(
             findings,
-            name=self.report.name,
-            device=self.device,
+            allow=self._allow,
+            name=name,
+            device=device,
             operations=self.report.operations,
             checks=["replay"],
         )
-        act(report, on_failure or self._on_failure, stacklevel=3)
+        act(report, on_failure or self._on_failure, stacklevel=_stacklevel)
         return report
 
     def launch(self, stream: Any = None) -> None:
@@ -281,7 +295,7 @@ class CheckedGraph:
         if self._enabled and (
             self.replay_check == "always" or (self.replay_check == "first" and not self._replay_checked)
         ):
-            self.check_replay()
+            self.check_replay(_stacklevel=4)
             self._replay_checked = True
         _warp.capture_launch(self.graph, stream=stream)
 
@@ -344,7 +358,6 @@ class GraphGuard:
         force_module_load: bool | None = None,
         capture_mode: Any = None,
         name: str | None = None,
-        _inferred_owners: bool = False,
     ) -> None:
         if reference is not None and not callable(reference):
             raise TypeError(
@@ -366,7 +379,7 @@ class GraphGuard:
             self._owners: tuple[Any, ...] | BufferSet | None = (reference,) if reference is not None else None
         else:
             self._owners = _owners_tuple(owners)
-            explicit = not _inferred_owners and not isinstance(self._owners, BufferSet)
+            explicit = not isinstance(owners, (InferredOwners, BufferSet))
             if explicit and self.enabled and not len(buffers_of(*self._owners)):
                 raise ValueError(
                     f"owners={owners!r} hold no Warp arrays: pass the objects that hold the buffers the captured "
@@ -387,6 +400,7 @@ class GraphGuard:
         self._reference_trace: LaunchTrace | None = None
         self._trace: LaunchTrace | None = None
         self._capture: Any = None
+        self._stacklevel = 3  # act() <- __exit__ <- the user's `with` line
 
     # -- the block ----------------------------------------------------------------------
 
@@ -447,7 +461,7 @@ class GraphGuard:
         if self.report.ok and self._reference_trace is not None and self._key is not None:
             _remember(self._key, self.report)
         try:
-            act(self.report, self.on_failure, stacklevel=3)
+            act(self.report, self.on_failure, stacklevel=self._stacklevel)
         except Exception as error:
             if capture_error is not None:
                 raise error from capture_error
@@ -545,6 +559,7 @@ class GraphGuard:
             replay_check=self.replay_check,
             enabled=self.enabled,
             trace=trace,
+            allow=self.allow,
         )
 
     # -- after the block ------------------------------------------------------------------
@@ -650,9 +665,10 @@ def capture(
         ref = reference
     else:
         raise TypeError(f"reference= must be True, False or a callable, got {reference!r}")
-    inferred = owners is None
-    if inferred:
-        owners = tuple(o for o in (fn, *args, *kwargs.values()) if not isinstance(o, (str, bytes, int, float, bool)))
+    if owners is None:
+        owners = InferredOwners(
+            o for o in (fn, *args, *kwargs.values()) if not isinstance(o, (str, bytes, int, float, bool))
+        )
     guard = GraphGuard(
         device,
         ref,
@@ -666,8 +682,8 @@ def capture(
         force_module_load=force_module_load,
         capture_mode=capture_mode,
         name=_callable_name(fn),
-        _inferred_owners=inferred,
     )
+    guard._stacklevel = 4  # warnings point at the caller of capture()
     if guard._key is not None:
         code, lasti = _caller_site(2)
         guard._key = _site_key(fn, code, lasti, guard.device)

@@ -31,6 +31,7 @@ from .params import ArrayRef, ParamSpec, decode, launch_dim
 
 if TYPE_CHECKING:
     from .buffers import BufferSet
+    from .compare import Difference
 
 __all__ = [
     "Allocation",
@@ -44,7 +45,13 @@ __all__ = [
 
 
 class Site(NamedTuple):
-    """Where user code called into Warp: the first frame outside Warp and graphcheck."""
+    """Where user code called into Warp: the first frame outside Warp and graphcheck.
+
+    Attributes:
+        filename: the file's path.
+        lineno: the line.
+        function: the function's qualified name (``Sim.step``).
+    """
 
     filename: str
     lineno: int
@@ -85,7 +92,7 @@ def site_of(code: CodeType | None, lasti: int) -> Site:
 
 
 #: The kinds of operation a record can hold.
-KINDS = ("launch", "copy", "memset", "native")
+KINDS = ("launch", "copy", "memset", "native", "conditional")
 
 
 class LaunchRecord:
@@ -93,7 +100,8 @@ class LaunchRecord:
     native helper (sort, scan, reduction, spatial-structure build).
 
     Attributes:
-        kind: ``"launch"``, ``"copy"``, ``"memset"`` or ``"native"``.
+        kind: ``"launch"``, ``"copy"``, ``"memset"``, ``"native"`` or ``"conditional"``
+            (a ``wp.capture_if`` / ``wp.capture_while``).
         block_dim: threads per block as Warp resolved it (0 when not a launch).
         max_blocks: the launch's block cap (0: none).
         stream: the CUDA stream handle it was enqueued on; None on the CPU.
@@ -104,6 +112,9 @@ class LaunchRecord:
         internal: whether Warp issued it on its own behalf (the copy inside
             ``wp.clone``, the memset inside ``wp.zeros``).
         replay: whether it is the replay of a recorded ``wp.Launch`` command.
+        nested: whether it ran inside the body of a ``wp.capture_if`` or
+            ``wp.capture_while`` (the conditional itself is a record of kind
+            ``"conditional"``).
         seq: position in the process-wide order of operations and allocations.
         node: on CUDA inside a capture, ``(graph handle, node handles)`` the operation
             added to the graph being captured; else None.
@@ -128,6 +139,7 @@ class LaunchRecord:
         "internal",
         "kind",
         "max_blocks",
+        "nested",
         "node",
         "replay",
         "seq",
@@ -178,6 +190,7 @@ class LaunchRecord:
         self._dim = dim
         self._layout: tuple[ParamSpec, ...] | None = None
         self._key: tuple[Any, ...] | None = None
+        self.nested = False
         self.node: tuple[int, tuple[int, ...]] | None = None
 
     # -- what -----------------------------------------------------------------------------
@@ -204,8 +217,10 @@ class LaunchRecord:
 
     @property
     def dim(self) -> tuple[int, ...]:
-        """Launch dimensions as the launch bounds Warp passed encode them (a copy: the
-        element count; a memset: the array's size)."""
+        """Launch dimensions, as the launch bounds Warp passed encode them.
+
+        For a copy, the element count; for a memset, the array's size.
+        """
         dim = self._dim
         if dim is None:
             if self.layout and self._params:
@@ -334,7 +349,7 @@ class LaunchRecord:
 
     @property
     def site(self) -> Site:
-        """The user's call site: the first frame outside Warp and graphcheck."""
+        """The user's call site, the first frame outside Warp and graphcheck."""
         code = self._code
         if code is None:
             return UNKNOWN_SITE
@@ -537,13 +552,24 @@ class LaunchTrace:
             streams: whether the stream each operation went to counts.
             limit: the most lines to return (None: all).
         """
-        from .compare import compare_traces
-
-        diffs = compare_traces(self, other, buffers, scalars=scalars, streams=streams)
-        lines = [d.describe() for d in diffs]
+        lines = [d.describe() for d in self.differences(other, buffers, scalars=scalars, streams=streams)]
         if limit is not None and len(lines) > limit:
             lines = [*lines[:limit], f"... and {len(lines) - limit} more"]
         return lines
+
+    def differences(
+        self,
+        other: LaunchTrace,
+        buffers: BufferSet | None = None,
+        *,
+        scalars: bool = True,
+        streams: bool = False,
+    ) -> list[Difference]:
+        """Every difference between this trace and ``other`` as :class:`~graphcheck.Difference`
+        objects (what :meth:`diff` writes out as lines)."""
+        from .compare import compare_traces
+
+        return compare_traces(self, other, buffers, scalars=scalars, streams=streams)
 
     def same_topology(self, other: LaunchTrace, buffers: BufferSet | None = None, **kwargs: Any) -> bool:
         """Whether :meth:`diff` finds no difference."""

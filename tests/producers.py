@@ -516,6 +516,33 @@ class ConstantStruct(Producer):
         self.launch(K.with_struct, [self.x, self.params])
 
 
+class ConditionalLoop(Producer):
+    """A data-dependent loop written with wp.capture_while: the graph loops on the device."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.remaining = wp.zeros(1, dtype=int, device=device)
+
+    def body(self):
+        self.launch(K.add_one, [self.x])
+        wp.launch(K.decrement_int, dim=1, inputs=[self.remaining], device=self.device)
+
+    def step(self):
+        self.remaining.fill_(3)
+        wp.capture_while(self.remaining, self.body)
+
+
+class ConditionalBranch(Producer):
+    """A data-dependent branch written with wp.capture_if."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.flag = wp.ones(1, dtype=int, device=device)
+
+    def step(self):
+        wp.capture_if(self.flag, on_true=lambda: self.launch(K.add_one, [self.x]))
+
+
 class ContentsChangedInPlace(Producer):
     """Safe to capture, and after it the buffers' contents change in place: still safe."""
 
@@ -561,6 +588,8 @@ SAFE = [
     InPlaceUpdates,
     LazyScratch,
     ConstantStruct,
+    ConditionalLoop,
+    ConditionalBranch,
     ContentsChangedInPlace,
 ]
 ALL = UNSAFE + STALE + SAFE

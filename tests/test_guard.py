@@ -201,6 +201,7 @@ def test_the_environment_switch_turns_checking_off(monkeypatch):
     sim = P.HostCounter(DEVICE)
     checked = gc.capture(sim.step, device=DEVICE, owners=(sim,))
     assert checked.ok and "disabled" in checked.report.notes[0]
+    assert "was not checked" in checked.report.headline()
     assert sim.frame == 1, "no reference call"
     sim.after_capture()
     checked.launch()
@@ -278,3 +279,51 @@ def test_no_warning_or_log_when_the_site_is_safe(caplog):
         with caplog.at_level(logging.DEBUG, logger="graphcheck"):
             gc.capture(sim.step, device=DEVICE, owners=(sim,), on_failure="warn")
     assert caplog.text == ""
+
+
+def test_allowing_one_of_several_swapped_arguments_allows_the_finding():
+    sim = P.OddPingPong(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), allow=[gc.Allow("buffer-drift", arg="dst")])
+    assert checked.ok and checked.report.suppressed[0].arg == "src, dst"
+
+
+def test_allow_applies_to_replay_checks():
+    sim = P.ReassignedAfterCapture(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), allow="stale-pointer")
+    sim.after_capture()
+    report = checked.check_replay()
+    assert report.ok and len(report.suppressed) == 1
+
+
+def test_replay_check_without_owners_says_so():
+    sim = P.DeviceCounter(DEVICE)
+    with gc.GraphGuard(device=DEVICE) as guard:
+        sim.step()
+    report = guard.check_replay()
+    assert report.ok and not report.checks
+    assert "was not checked" in report.headline() and "no owners" in report.headline()
+
+
+def test_warnings_point_at_the_users_line():
+    sim = P.HostCounter(DEVICE)
+    with pytest.warns(gc.GraphCheckWarning) as warned:
+        gc.capture(sim.step, device=DEVICE, owners=(sim,), on_failure="warn")
+    assert warned[0].filename == __file__
+    sim = P.DeviceCounter(DEVICE)
+    with pytest.warns(gc.GraphCheckWarning) as warned:
+        with gc.GraphGuard(device=DEVICE, reference=sim.step, owners=(sim,), on_failure="warn") as guard:
+            sim.frame = 0
+            P.HostCounter.step(sim)  # a block that drifts
+    assert warned[0].filename == __file__
+    del guard
+
+
+def test_differences_are_objects():
+    sim = P.HostCounter(DEVICE)
+    with gc.trace_launches() as first:
+        sim.step()
+    with gc.trace_launches() as second:
+        sim.step()
+    (difference,) = first.differences(second)
+    assert isinstance(difference, gc.Difference)
+    assert (difference.what, difference.arg, difference.value_a, difference.value_b) == ("arg", "step", 1, 2)
