@@ -48,7 +48,7 @@ def docs(session: nox.Session) -> None:
 def gpu(session: nox.Session) -> None:
     """Run tests_gpu/ and the GPU benchmark on a CUDA machine (skips without CUDA)."""
     session.install("-e", ".[test]")
-    probe = "import warp as wp; wp.config.quiet = True; wp.init(); print(int(wp.is_cuda_available()))"
+    probe = "import warp as wp; wp.config.log_level = wp.LOG_WARNING; print(int(wp.is_cuda_available()))"
     available = session.run("python", "-c", probe, silent=True)
     if not available or available.strip().splitlines()[-1] != "1":
         session.skip("no CUDA device visible to Warp: tests_gpu/ needs one")
