@@ -895,7 +895,7 @@ def device_of_stream(handle: int | None) -> str | None:
         for stream in (device.null_stream, device.stream):
             if stream_handle(stream) == handle:
                 return str(device)
-    return str(_runtime().get_device(None))
+    return None  # a stream the user made: the launch's own device argument says
 
 
 # --------------------------------------------------------------------------------------

@@ -471,11 +471,6 @@ class LaunchTrace:
     def __repr__(self) -> str:
         return f"LaunchTrace({len(self.records)} operations, {len(self.allocations)} allocations)"
 
-    @property
-    def iteration(self) -> Iterator[LaunchRecord]:
-        """The records in order (the same as iterating the trace)."""
-        return iter(self.records)
-
     def kernels(self) -> list[str]:
         """The kernel (``"wp.copy"``, ``"array.zero_"``, a native helper) of every record."""
         return [r.kernel for r in self.records]
