@@ -302,8 +302,10 @@ def compare_traces(
     """
     # Operations inside wp.capture_if / capture_while bodies run as often as the data
     # says in an eager call but once in a capture: only the conditional itself compares.
-    index_a = [i for i, r in enumerate(a.records) if not r.nested]
-    index_b = [j for j, r in enumerate(b.records) if not r.nested]
+    # Warp's internal operations (in a trace made with include_warp=True) follow from
+    # the user's and are left out too.
+    index_a = [i for i, r in enumerate(a.records) if not (r.nested or r.internal)]
+    index_b = [j for j, r in enumerate(b.records) if not (r.nested or r.internal)]
     records_a = [a.records[i] for i in index_a]
     records_b = [b.records[j] for j in index_b]
     n, m = len(records_a), len(records_b)

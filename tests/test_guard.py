@@ -327,3 +327,13 @@ def test_differences_are_objects():
     (difference,) = first.differences(second)
     assert isinstance(difference, gc.Difference)
     assert (difference.what, difference.arg, difference.value_a, difference.value_b) == ("arg", "step", 1, 2)
+
+
+def test_warps_internal_operations_are_kept_for_the_graph_but_not_checked():
+    sim = P.ZerosPerCall(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), on_failure="ignore")
+    internal = [r for r in checked.trace if r.internal]
+    assert [(r.kernel, r.via) for r in internal] == [("array.zero_", "zeros")]
+    assert checked.report.operations == len(checked.trace) - 1 == 2
+    (finding,) = checked.report.findings
+    assert finding.kind == "per-call-allocation" and "used by 1 more operation" in finding.message
