@@ -530,8 +530,14 @@ class GraphGuard:
             captured=str(error),
             values=str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__,
         )
-        return Report([finding], allow=self.allow, name=self.name, device=self.device, operations=_user_operations(trace),
-                      checks=["capture"])  # fmt: skip
+        return Report(
+            [finding],
+            allow=self.allow,
+            name=self.name,
+            device=self.device,
+            operations=_user_operations(trace),
+            checks=["capture"],
+        )
 
     def _baked(self, trace: LaunchTrace, owned: BufferSet | None) -> list[_Baked]:
         out = []
