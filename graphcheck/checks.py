@@ -196,8 +196,6 @@ def allocations(captured: LaunchTrace, owned: BufferSet | None = None) -> list[F
     """One finding per buffer allocated during the captured call that an operation uses."""
     uses: dict[Allocation, list[tuple[int, LaunchRecord, str]]] = {}
     for index, record in enumerate(captured.records):
-        if record.internal:
-            continue  # Warp initialising memory it allocated: the allocation is the cause
         pointers = [(n, p) for n, p, _ in _addresses(record)] + list(_native_words(record))
         for name, ptr in pointers:
             alloc = captured.allocation_at(ptr, record.seq)
@@ -231,8 +229,6 @@ def ownership(captured: LaunchTrace, owned: BufferSet) -> list[Finding]:
     # is one cause.
     groups: dict[int, list[tuple[int, LaunchRecord, str]]] = {}
     for index, record in enumerate(captured.records):
-        if record.internal:
-            continue
         for name, ptr, nbytes in _addresses(record):
             if captured.allocation_at(ptr, record.seq) is not None:
                 continue  # reported by allocations()

@@ -159,6 +159,16 @@ def _copy_mismatches(node: GraphNode, record: LaunchRecord) -> list[str]:
     return problems
 
 
+def user_positions(trace: LaunchTrace) -> dict[int, int]:
+    """Index in ``trace`` -> index among the operations the user issued (Warp's internal
+    ones left out), which is how reports number operations."""
+    positions: dict[int, int] = {}
+    for index, record in enumerate(trace.records):
+        if not record.internal:
+            positions[index] = len(positions)
+    return positions
+
+
 def check_nodes(
     nodes: Sequence[GraphNode],
     trace: LaunchTrace,
@@ -180,6 +190,7 @@ def check_nodes(
     """
     match(nodes, trace)
     records = trace.records
+    positions = user_positions(trace)
     warp_functions = warp_functions or {}
     findings: list[Finding] = []
     for node in nodes:
@@ -196,7 +207,7 @@ def check_nodes(
                         "node-mismatch",
                         f"graph node {node.index} ({node.type.lower()}) made by {record.kernel}",
                         kernel=record.kernel,
-                        index=node.record,
+                        index=positions.get(node.record),
                         site=record.site,
                         values="; ".join(problems),
                         detail={"node": node.handle, "problems": problems},
@@ -300,12 +311,14 @@ def baked_from_graph(graph: Any, trace: LaunchTrace, baked: list[_Baked], owned:
         return baked
     match(nodes, trace)
     records = trace.records
+    positions = user_positions(trace)
     out: list[_Baked] = []
     covered: set[int] = set()
 
     def add(ptr: int, nbytes: int, index: int, record: LaunchRecord, name: str) -> None:
         hit = owned.buffer_at(ptr) if owned is not None else None
-        out.append(_Baked(ptr, max(nbytes, 1), hit.label if hit else None, index, record.kernel, name, record.site))
+        position = positions.get(index, -1)
+        out.append(_Baked(ptr, max(nbytes, 1), hit.label if hit else None, position, record.kernel, name, record.site))
 
     for node in nodes:
         if node.record is None or node.role != "recorded":
@@ -321,7 +334,7 @@ def baked_from_graph(graph: Any, trace: LaunchTrace, baked: list[_Baked], owned:
             add(node.fields["dst"], node.fields.get("nbytes", 1), node.record, record, "dest")
             if node.type == "MEMCPY":
                 add(node.fields["src"], node.fields.get("nbytes", 1), node.record, record, "src")
-            covered.add(node.record)
+            covered.add(positions.get(node.record, -1))
     out += [b for b in baked if b.index not in covered]
     return out
 
@@ -331,23 +344,25 @@ def graph_picture(checked: CheckedGraph) -> list[str] | None:
     from ._cuda import GraphInspectError
     from .dot import _BAD, _GOOD, _escape, record_label
 
-    graph = checked.graph
-    if graph is None or not _warp.graph_handle(graph) or checked.trace is None:
+    graph, trace = checked.graph, checked._full_trace
+    if graph is None or not _warp.graph_handle(graph) or trace is None:
         return None
     try:
-        nodes = _read(graph, checked.trace)
+        nodes = _read(graph, trace)
     except GraphInspectError:
         return None
-    match(nodes, checked.trace)
+    match(nodes, trace)
+    positions = user_positions(trace)
     flagged = {f.index for f in checked.report.findings if f.index is not None}
-    records = checked.trace.records
+    records = trace.records
     lines = []
     for node in nodes:
-        if node.record is not None and node.role == "recorded":
-            label = record_label(node.record, records[node.record])
+        position = positions.get(node.record) if node.record is not None else None
+        if position is not None and node.role == "recorded":
+            label = record_label(position, records[node.record])  # type: ignore[index]
         else:
             label = _escape(f"{node.type.lower()} {node.name}".strip() + f"\\n({node.role})")
-        bad = node.record in flagged or node.role in ("unrecorded", "foreign")
+        bad = (position is not None and position in flagged) or node.role in ("unrecorded", "foreign")
         lines.append(f'  n{node.handle} [label="{label}" {_BAD if bad else _GOOD}];')
         lines += [f"  n{dep} -> n{node.handle};" for dep in node.deps]
     return lines

@@ -125,11 +125,6 @@ def _owners_tuple(owners: Any) -> tuple[Any, ...] | BufferSet:
     return items
 
 
-def _user_operations(trace: LaunchTrace) -> int:
-    """How many operations the call itself issued (Warp's internal ones left out)."""
-    return sum(1 for r in trace.records if not r.internal)
-
-
 def _owned_buffers(owners: tuple[Any, ...] | BufferSet | None) -> BufferSet | None:
     """The buffers ``owners`` hold now, labelled ``owner.<path>`` (``owners[i].<path>``)."""
     if owners is None or isinstance(owners, BufferSet):
@@ -186,7 +181,8 @@ class CheckedGraph:
     ) -> None:
         self.graph = graph
         self._allow = allow
-        self.trace = trace
+        self._full_trace = trace  # with Warp's internal operations: they made graph nodes too
+        self.trace = trace.user_view() if trace is not None else None
         self.report = report
         self.device = device
         self.replay_check = replay_check
@@ -459,12 +455,13 @@ class GraphGuard:
             return False
         assert trace is not None
         owned = self._owned()
+        user = trace.user_view()
         if capture_error is not None:
             self.graph = None
-            self.report = self._capture_error_report(capture_error, trace)
+            self.report = self._capture_error_report(capture_error, user)
         else:
-            self.report = self._analyze(trace, owned)
-        self.checked = self._checked(lambda: self._baked(trace, owned), trace)
+            self.report = self._analyze(trace, user, owned)
+        self.checked = self._checked(lambda: self._baked(trace, user, owned), trace)
         if self.report.ok and self._reference_trace is not None and self._key is not None:
             _remember(self._key, self.report)
         try:
@@ -480,24 +477,26 @@ class GraphGuard:
     def _owned(self) -> BufferSet | None:
         return _owned_buffers(self._owners)
 
-    def _analyze(self, trace: LaunchTrace, owned: BufferSet | None) -> Report:
+    def _analyze(self, trace: LaunchTrace, user: LaunchTrace, owned: BufferSet | None) -> Report:
+        """The checks on a capture: ``trace`` has every operation (Warp's own included,
+        for the graph cross-check); ``user`` the operations the call itself issued."""
         findings: list[Finding] = []
         ran = []
         notes = []
         validated_before = self._reference_trace is None and self.reference is not None
         if self._reference_trace is not None:
-            findings += checks.drift(self._reference_trace, trace, owned)
+            findings += checks.drift(self._reference_trace, user, owned)
             ran.append("compare")
         elif validated_before:
             notes.append(
                 "validated before in this process: only the checks of allocations and of the replay ran"
                 " (revalidate=True runs them all)"
             )
-        if trace.allocations:
-            findings += checks.allocations(trace, owned)
+        if user.allocations:
+            findings += checks.allocations(user, owned)
         ran.append("allocations")
         if owned is not None and not validated_before:
-            findings += checks.ownership(trace, owned)
+            findings += checks.ownership(user, owned)
             ran.append("ownership")
         if self.graph is not None and _warp.graph_handle(self.graph):
             from . import crosscheck
@@ -515,7 +514,7 @@ class GraphGuard:
             allow=self.allow,
             name=self.name,
             device=self.device,
-            operations=_user_operations(trace),
+            operations=len(user),
             checks=ran,
             notes=notes,
         )
@@ -535,13 +534,13 @@ class GraphGuard:
             allow=self.allow,
             name=self.name,
             device=self.device,
-            operations=_user_operations(trace),
+            operations=len(trace),
             checks=["capture"],
         )
 
-    def _baked(self, trace: LaunchTrace, owned: BufferSet | None) -> list[_Baked]:
+    def _baked(self, trace: LaunchTrace, user: LaunchTrace, owned: BufferSet | None) -> list[_Baked]:
         out = []
-        for index, record in enumerate(trace.records):
+        for index, record in enumerate(user.records):
             for name, ref in record.arrays():
                 hit = owned.buffer_at(ref.ptr) if owned is not None else None
                 out.append(

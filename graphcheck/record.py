@@ -471,6 +471,14 @@ class LaunchTrace:
     def __repr__(self) -> str:
         return f"LaunchTrace({len(self.records)} operations, {len(self.allocations)} allocations)"
 
+    def user_view(self) -> LaunchTrace:
+        """The same trace without Warp's internal operations (and the same allocations)."""
+        view = LaunchTrace(include_warp=False)
+        view._items = [r for r in self.records if not r.internal]
+        view._materialized = len(view._items)
+        view.allocations = self.allocations
+        return view
+
     def kernels(self) -> list[str]:
         """The kernel (``"wp.copy"``, ``"array.zero_"``, a native helper) of every record."""
         return [r.kernel for r in self.records]
