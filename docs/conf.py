@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import sys
 
 # The repository root, so that `import graphcheck` works without installing it.
@@ -12,7 +11,7 @@ sys.path.insert(0, ROOT)
 
 import warp as wp  # noqa: E402
 
-wp.config.quiet = True
+wp.config.log_level = wp.LOG_WARNING  # no start-up banner in the build log
 
 import graphcheck  # noqa: E402
 
@@ -83,32 +82,5 @@ def _trim_included_blocks(app, doctree):
         block.rawsource = trimmed
 
 
-# -- property docstrings: keep a colon in the first line as prose --------------------
-# napoleon reads the first line of a property's docstring as "type: description" when it
-# has a colon ("The user's call site: the first frame outside ..."), and would render the
-# words before the colon as the property's type. Ending the first line at the colon makes
-# napoleon keep it as text (the rendered paragraph is unchanged).
-
-_CODE = re.compile(r"``.*?``|`[^`]*`")
-
-
-def _first_plain_colon(line):
-    masked = _CODE.sub(lambda m: "x" * len(m.group()), line)
-    for i, char in enumerate(masked):
-        if char == ":" and masked[i - 1 : i] != ":" and masked[i + 1 : i + 2] not in (":",):
-            return i
-    return -1
-
-
-def _keep_first_line_as_prose(app, what, name, obj, options, lines):
-    if what in ("attribute", "property", "data") and lines:
-        i = _first_plain_colon(lines[0])
-        if 0 < i < len(lines[0].rstrip()) - 1:
-            first = lines[0]
-            lines[0:1] = [first[: i + 1], first[i + 1 :].lstrip()]
-
-
 def setup(app):
     app.connect("doctree-read", _trim_included_blocks)
-    # Before napoleon's own handler (priority 500).
-    app.connect("autodoc-process-docstring", _keep_first_line_as_prose, priority=400)

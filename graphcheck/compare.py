@@ -174,7 +174,7 @@ def _where(trace: LaunchTrace, record: LaunchRecord, ptr: int, buffers: BufferSe
         offset = ptr - alloc.start
         return ("<allocated>", alloc.site.short, offset), f"allocated at {alloc.site.short}+{offset}"
     if buffers is not None:
-        return "<foreign>", "foreign"
+        return ("<foreign>", ptr), f"foreign {ptr:#x}"
     return ptr, None
 
 

@@ -12,8 +12,8 @@ recorded ones belong to the later. Then:
 - memcpy and memset nodes must copy and set what the record says;
 - a node no record made is ``unrecorded-node``, unless Warp adds it itself (the kernels
   that set conditional handles, allocation and synchronisation nodes, the contents of
-  child graphs), which are classified, not flagged; kernels of other libraries are
-  "foreign" and flagged unless ``allow_foreign_nodes``.
+  child graphs), which are classified, not flagged; nodes of other libraries (kernels,
+  copies, host nodes) are "foreign" and flagged unless ``allow_foreign_nodes``.
 """
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ def check_nodes(
             that device at that block size (default: what Warp passed at launch).
         warp_functions: CUfunction -> (kernel, adjoint) of every Warp kernel the graph
             retains: an unrecorded node running one is Warp's, not another library's.
-        allow_foreign_nodes: accept kernels of other libraries.
+        allow_foreign_nodes: accept nodes no Warp operation made (other libraries' work).
     """
     match(nodes, trace)
     records = trace.records

@@ -284,7 +284,7 @@ class CheckedGraph:
         act(report, on_failure or self._on_failure, stacklevel=_stacklevel)
         return report
 
-    def launch(self, stream: Any = None) -> None:
+    def launch(self, stream: Any = None, *, _stacklevel: int = 4) -> None:
         """Check before replaying (as :attr:`replay_check` says), then ``wp.capture_launch``.
 
         Raises:
@@ -296,7 +296,7 @@ class CheckedGraph:
         if self._enabled and (
             self.replay_check == "always" or (self.replay_check == "first" and not self._replay_checked)
         ):
-            self.check_replay(_stacklevel=4)
+            self.check_replay(_stacklevel=_stacklevel)
             self._replay_checked = True
         _warp.capture_launch(self.graph, stream=stream)
 
@@ -489,15 +489,19 @@ class GraphGuard:
             ran.append("compare")
         elif validated_before:
             notes.append(
-                "validated before in this process: only the checks of allocations and of the replay ran"
-                " (revalidate=True runs them all)"
+                "validated before in this process: the reference call, the comparison and the ownership check"
+                " were skipped (revalidate=True runs them all)"
             )
+        else:
+            notes.append("no reference call: the comparison did not run")
         if user.allocations:
             findings += checks.allocations(user, owned)
         ran.append("allocations")
         if owned is not None and not validated_before:
             findings += checks.ownership(user, owned)
             ran.append("ownership")
+        elif owned is None:
+            notes.append("no owners: the ownership check did not run and replays are not checked")
         if self.graph is not None and _warp.graph_handle(self.graph):
             from . import crosscheck
 
@@ -580,13 +584,13 @@ class GraphGuard:
         """Launch the captured graph (see :meth:`CheckedGraph.launch`)."""
         if self.checked is None:
             raise RuntimeError("the guarded block has not run yet: launch() after the `with GraphGuard(...)` block")
-        self.checked.launch(stream)
+        self.checked.launch(stream, _stacklevel=5)
 
     def check_replay(self, on_failure: str | None = None) -> Report:
         """Check the baked addresses (see :meth:`CheckedGraph.check_replay`)."""
         if self.checked is None:
             raise RuntimeError("the guarded block has not run yet")
-        return self.checked.check_replay(on_failure)
+        return self.checked.check_replay(on_failure, _stacklevel=4)
 
 
 # Warp's own errors when work inside a capture cannot be captured.
@@ -651,7 +655,7 @@ def capture(
         allow: finding kinds, or :class:`Allow` objects, to accept.
         replay_check: when :meth:`CheckedGraph.launch` checks the baked addresses.
         revalidate: validate again a site that passed before in this process.
-        allow_foreign_nodes: on CUDA, accept nodes from other libraries.
+        allow_foreign_nodes: on CUDA, accept graph nodes no Warp operation made.
         stream: passed to ``wp.ScopedCapture``.
         force_module_load: passed to ``wp.ScopedCapture``.
         capture_mode: passed to ``wp.ScopedCapture``.

@@ -469,7 +469,8 @@ class LaunchTrace:
         return self.records[index]
 
     def __repr__(self) -> str:
-        return f"LaunchTrace({len(self.records)} operations, {len(self.allocations)} allocations)"
+        ops, allocs = len(self.records), len(self.allocations)
+        return f"LaunchTrace({ops} operation{'s' * (ops != 1)}, {allocs} allocation{'s' * (allocs != 1)})"
 
     def user_view(self) -> LaunchTrace:
         """The same trace without Warp's internal operations (and the same allocations)."""

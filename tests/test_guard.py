@@ -339,3 +339,38 @@ def test_warps_internal_operations_are_kept_for_the_graph_but_not_checked():
     (finding,) = checked.report.findings
     assert finding.kind == "per-call-allocation" and "used by 1 more operation" in finding.message
     assert finding.index == 0, "operations are numbered as the user issued them"
+
+
+def test_guard_launch_and_check_replay_warn_at_the_users_line():
+    sim = P.ReassignedAfterCapture(DEVICE)
+    with gc.GraphGuard(device=DEVICE, reference=sim.step, owners=(sim,), on_failure="warn") as guard:
+        sim.step()
+    sim.after_capture()
+    with pytest.warns(gc.GraphCheckWarning) as warned:
+        guard.launch()
+    assert warned[0].filename == __file__
+    with pytest.warns(gc.GraphCheckWarning) as warned:
+        guard.check_replay()
+    assert warned[0].filename == __file__
+
+
+def test_a_guard_without_reference_or_owners_says_what_it_did_not_check():
+    sim = P.DeviceCounter(DEVICE)
+    with gc.GraphGuard(device=DEVICE) as guard:
+        sim.step()
+    notes = " ".join(guard.report.notes)
+    assert "no reference call" in notes and "no owners" in notes
+    assert guard.report.checks == ("allocations",)
+
+
+def test_two_foreign_buffers_are_a_buffer_drift():
+    owned_array = wp.zeros(8, dtype=float, device=DEVICE)
+    strangers = [wp.zeros(8, dtype=float, device=DEVICE) for _ in range(2)]
+    owned = gc.BufferSet().add(owned_array, "x")
+    traces = []
+    for stranger in strangers:
+        with gc.trace_launches() as trace:
+            wp.launch(K.axpy, dim=8, inputs=[owned_array, stranger, 1.0], device=DEVICE)
+        traces.append(trace)
+    (difference,) = traces[0].differences(traces[1], owned)
+    assert difference.arg == "y" and "foreign" in (difference.where_a or "")

@@ -5,9 +5,11 @@ Run from the repository root::
     PYTHONPATH=. python docs/examples/regenerate.py          # the CPU examples
     PYTHONPATH=. python docs/examples/regenerate.py --gpu    # also the CUDA-only ones
 
-Then it runs the commands and the test run the command-line page shows. Each example's standard output goes to ``output/<name>.txt`` next to it, and each
-blank-line-separated part of it to ``output/<name>-<part>.txt`` (1, 2, 3...). Addresses
-in the output change from run to run.
+Each example's standard output goes to ``output/<name>.txt`` next to it, and each
+blank-line-separated part of it to ``output/<name>-<part>.txt`` (1, 2, 3...). Then it
+runs the commands and the test run the command-line page shows, into
+``docs/examples/output/`` (with the JSON reports they write). Addresses in the output
+change from run to run.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ COMMANDS = [
     ("cli-demo", ["demo", "--device", "cpu", "--colour", "never"]),
     ("cli-run", ["run", "--colour", "never", "cli_sim.py"]),
     ("cli-check", ["check", "--device", "cpu", "--colour", "never", "cli_sim:make_sim"]),
+    ("cli-run-report", ["run", "--colour", "never", "--report", "cli-run-report.json", "cli_sim.py"]),
 ]
 
 
@@ -48,6 +51,10 @@ def command(name: str, args: list[str]) -> None:
     text = f"$ graphcheck {' '.join(args)}\n{done.stdout.strip()}\n$ echo $?\n{done.returncode}\n"
     (cwd / "output").mkdir(exist_ok=True)
     (cwd / "output" / f"{name}.txt").write_text(text)
+    if "--report" in args:  # `run --report PATH`: keep the JSON it wrote next to the text
+        report = cwd / args[args.index("--report") + 1]
+        (cwd / "output" / report.name).write_text(report.read_text())
+        report.unlink()
     print(f"graphcheck {' '.join(args)}: exit status {done.returncode}")
 
 

@@ -47,3 +47,6 @@ try:
     gc.assert_same_topology(first, second, buffers=owned)
 except AssertionError as error:
     print(error)
+
+for difference in first.differences(second, buffers=owned):  # the same, as data
+    print(difference.what, difference.arg, difference.value_a, difference.value_b, difference.position())

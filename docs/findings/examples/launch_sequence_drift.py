@@ -62,6 +62,35 @@ class FixedSim:
         wp.launch(damp_on_even_calls, dim=N, inputs=[self.v, self.calls, 0.99])
 
 
+# -- a loop the data decides: wp.capture_while
+
+
+@wp.kernel
+def flag_fast(v: wp.array(dtype=float), limit: float, fast: wp.array(dtype=int)):
+    i = wp.tid()
+    if wp.abs(v[i]) > limit:
+        fast[0] = 1
+
+
+class SettleSim:
+    """Damps until every velocity is below a limit: the loop runs on the device."""
+
+    def __init__(self):
+        self.x = wp.zeros(N, dtype=float)
+        self.v = wp.ones(N, dtype=float)
+        self.fast = wp.zeros(1, dtype=int)  # the loop's condition lives on the device
+
+    def damp_once(self):
+        wp.launch(damp, dim=N, inputs=[self.v, 0.5])
+        self.fast.zero_()
+        wp.launch(flag_fast, dim=N, inputs=[self.v, 0.1, self.fast])
+
+    def step(self):
+        wp.launch(integrate, dim=N, inputs=[self.x, self.v, 0.01])
+        self.fast.fill_(1)
+        wp.capture_while(self.fast, self.damp_once)  # loops while fast[0] != 0
+
+
 if __name__ == "__main__":
     sim = Sim()
     try:
@@ -72,6 +101,12 @@ if __name__ == "__main__":
 
     fixed = FixedSim()
     checked = gc.capture(fixed.step, owners=(fixed,))
+    print(checked.report)
+    print()
+    checked.launch()
+
+    settle = SettleSim()
+    checked = gc.capture(settle.step, owners=(settle,))  # the reference call loops 4 times
     print(checked.report)
     print()
     checked.launch()
