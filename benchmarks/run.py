@@ -12,12 +12,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 from collections.abc import Callable
 from typing import Any
 
-import warp as wp
+# numpy's BLAS threads spin on the few cores a CI machine has and disturb the timings;
+# nothing here does linear algebra. (Set before numpy is imported.)
+for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_variable, "1")
+
+import warp as wp  # noqa: E402
 
 wp.config.log_level = wp.LOG_WARNING
 

@@ -166,7 +166,7 @@ class Session:
         """``invoke`` / ``invoke_cpu_blocks``: an eager CPU launch and Warp's parameter objects."""
         pending = self.pending
         if pending is not None and pending[0] is _LAUNCH and not blocks and not self.conditional_depth:
-            frame = pending[2]
+            frame = pending[1]
             code = frame.f_code
             entry = _code_kinds.get(id(code))
             if entry is not None and entry[1] == 0:
@@ -181,7 +181,7 @@ class Session:
                     params = list(params)
                     for i in plan:
                         params[i] = bytes(params[i])
-                raw = (kernel, adjoint, params, pending[1][5], code, frame.f_lasti, next(_sequence))
+                raw = (kernel, adjoint, params, pending[7], code, frame.f_lasti, next(_sequence))
                 for trace in self.traces:
                     trace._items.append(raw)
                 return
@@ -195,7 +195,7 @@ class Session:
         """``wp_cpu_launch_kernel``: a CPU launch inside a capture, as the structs Warp built."""
         pending = self.pending
         if pending is not None and pending[0] is _LAUNCH and not self.conditional_depth:
-            frame, kernel = pending[2], pending[1][0]
+            frame, kernel = pending[1], pending[2]
             code = frame.f_code
             entry = _code_kinds.get(id(code))
             if entry is not None and entry[1] == 0 and not getattr(kernel, "is_generic", True):
@@ -203,8 +203,8 @@ class Session:
                 # argument structs for this launch alone: keep them, split them when read.
                 adj = getattr(adj_ref, "_obj", None)
                 captured = CapturedParams(bounds_ref._obj, args_ref._obj, adj)
-                raw = (kernel, adj is not None, captured, pending[1][5], code, frame.f_lasti, next(_sequence),
-                       pending[1][6])  # fmt: skip
+                raw = (kernel, adj is not None, captured, pending[7], code, frame.f_lasti, next(_sequence),
+                       pending[8])  # fmt: skip
                 for trace in self.traces:
                     trace._items.append(raw)
                 return
@@ -257,8 +257,8 @@ class Session:
         if pending is None:
             return None
         if pending[0] is _REPLAY:
-            return _warp.replay_config(pending[1])[0]
-        kernel, inputs, outputs = pending[1][:3]
+            return _warp.replay_config(pending[2])[0]
+        kernel, inputs, outputs = pending[2:5]
         return _warp.resolve_overload(kernel, inputs, outputs)
 
     def _record_launch(
@@ -280,16 +280,16 @@ class Session:
         if pending is None:
             code, lasti, via, internal = _caller(sys._getframe(1), "")
         elif pending[0] is _REPLAY:
-            code, lasti, via, internal = _caller(pending[2], "Launch.launch")
+            code, lasti, via, internal = _caller(pending[1], "Launch.launch")
             replay = True
-            cmd_kernel, cmd_device, cmd_block_dim, cmd_max_blocks = _warp.replay_config(pending[1])
+            cmd_kernel, cmd_device, cmd_block_dim, cmd_max_blocks = _warp.replay_config(pending[2])
             kernel = kernel if kernel is not None else cmd_kernel
             device = device or cmd_device
             block_dim = block_dim if block_dim is not None else cmd_block_dim
             max_blocks = max_blocks or cmd_max_blocks
         else:
-            intent = pending[1]
-            code, lasti, via, internal = _caller(pending[2], "launch")
+            intent = pending[2:]
+            code, lasti, via, internal = _caller(pending[1], "launch")
             req_kernel, inputs, outputs, req_device, req_stream, req_max_blocks, req_block_dim = intent
             if kernel is None:
                 kernel = _warp.resolve_overload(req_kernel, inputs, outputs)
@@ -421,9 +421,38 @@ class Session:
             trace.allocations.append(allocation)
 
 
+def _cpu_invoke_hook(original: Callable[..., Any], blocks: bool) -> Callable[..., Any]:
+    """The hook for Warp's CPU ``invoke`` (``invoke_cpu_blocks`` when ``blocks``).
+
+    Every eager CPU launch passes here while a trace is active, so the commonest case (a
+    ``wp.launch`` from user code whose parameters Warp built afresh) is recorded right
+    here, without a call; :meth:`Session.on_cpu_launch` does the rest.
+    """
+    active = _warp.ACTIVE
+
+    def hook(kernel: Any, hooks: Any, params: Any, adjoint: bool) -> Any:
+        session = active.get()
+        if session is not None:
+            pending = session.pending
+            if pending is not None and pending[0] is _LAUNCH and not blocks and not session.conditional_depth:
+                frame = pending[1]
+                code = frame.f_code
+                entry = _code_kinds.get(id(code))
+                plan = (_backward_plans if adjoint else _forward_plans).get(kernel)
+                if entry is not None and entry[1] == 0 and plan == ():
+                    raw = (kernel, adjoint, params, pending[7], code, frame.f_lasti, next(_sequence))
+                    for trace in session.traces:
+                        trace._items.append(raw)
+                    return original(kernel, hooks, params, adjoint)
+            session.on_cpu_launch(kernel, params, adjoint, blocks)
+        return original(kernel, hooks, params, adjoint)
+
+    return hook
+
+
 def start(trace: LaunchTrace) -> Any:
     """Make ``trace`` record in the current context; returns the token for :func:`stop`."""
-    _warp.acquire()
+    _warp.acquire(_cpu_invoke_hook)
     try:
         current = _warp.ACTIVE.get()
         traces = (*current.traces, trace) if current is not None else (trace,)

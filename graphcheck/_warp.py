@@ -188,7 +188,7 @@ def _swap_code(name: str, hook: Callable[..., Any] | None, intent: tuple[str, ..
 
     With a ``hook``, a recording call becomes ``hook(session, intent, *arguments)``.
     Without, the call itself marks the session's pending call as
-    ``(LAUNCH, intent, caller frame)`` while the original runs: the native hooks below
+    ``(LAUNCH, caller frame, *intent)`` while the original runs: the native hooks below
     pick it up.
 
     Returns:
@@ -242,7 +242,7 @@ def _build_trampoline(
     else:
         body = (
             "    previous = session.pending\n"
-            f"    session.pending = ({tag}_kind, ({', '.join(intent)},), {tag}_getframe(1))\n"
+            f"    session.pending = ({tag}_kind, {tag}_getframe(1), {', '.join(intent)})\n"
             "    try:\n"
             f"        return {tag}_original({args})\n"
             "    finally:\n"
@@ -260,14 +260,20 @@ def _set_attr(owner: Any, name: str, value: Any) -> Any:
     return original
 
 
-def acquire() -> None:
-    """Install the hooks (first user) or count one more user."""
+def acquire(cpu_invoke: Callable[[Callable[..., Any], bool], Callable[..., Any]] | None = None) -> None:
+    """Install the hooks (first user) or count one more user.
+
+    Args:
+        cpu_invoke: makes the hook for Warp's CPU ``invoke`` from the original and whether
+            it is ``invoke_cpu_blocks``; the recording session supplies one with its
+            fast path built in, since every eager CPU launch passes there.
+    """
     global _users
     with _lock:
         if _users == 0:
             check_warp()
             try:
-                _install()
+                _install(cpu_invoke or _default_cpu_invoke)
             except BaseException:
                 _uninstall()
                 raise
@@ -294,7 +300,7 @@ def _uninstall() -> None:
     _orig.clear()
 
 
-def _install() -> None:
+def _install(cpu_invoke: Callable[[Callable[..., Any], bool], Callable[..., Any]]) -> None:
     core = _runtime().core
 
     # Kernel launches: the Python entry points, for what the user asked.
@@ -302,8 +308,8 @@ def _install() -> None:
     _orig["replay"] = _set_attr(_context.Launch, "launch", _replay_hook)
 
     # Kernel launches: where the parameter block leaves Python.
-    _orig["invoke"] = _set_attr(_context, "invoke", _invoke_hook)
-    _orig["invoke_cpu_blocks"] = _set_attr(_context, "invoke_cpu_blocks", _invoke_blocks_hook)
+    _set_attr(_context, "invoke", cpu_invoke(_context.invoke, False))
+    _set_attr(_context, "invoke_cpu_blocks", cpu_invoke(_context.invoke_cpu_blocks, True))
     _orig["cpu_launch"] = _set_attr(core, "wp_cpu_launch_kernel", _cpu_capture_launch_hook)
     _orig["cuda_launch"] = _set_attr(core, "wp_cuda_launch_kernel", _cuda_launch_hook)
 
@@ -342,8 +348,8 @@ _native_hooks: dict[int, tuple[Any, Callable[..., Any]]] = {}
 
 # The hook bodies stay small: while a trace is active every launch of the process passes
 # through them, and those of other threads and tasks leave after one ContextVar lookup.
-# A pending call is (LAUNCH, intent, caller frame) or (REPLAY, command, caller frame);
-# the frame is held only while the call runs.
+# A pending call is (LAUNCH, caller frame, *intent) or (REPLAY, caller frame, command),
+# the intent being _LAUNCH_INTENT's arguments; the frame is held only while the call runs.
 
 
 def _replay_hook(self: Any, stream: Any = None) -> Any:
@@ -351,25 +357,21 @@ def _replay_hook(self: Any, stream: Any = None) -> Any:
     if session is None:
         return _orig["replay"](self, stream)
     previous = session.pending
-    session.pending = (REPLAY, self, sys._getframe(1))
+    session.pending = (REPLAY, sys._getframe(1), self)
     try:
         return _orig["replay"](self, stream)
     finally:
         session.pending = previous
 
 
-def _invoke_hook(kernel: Any, hooks: Any, params: Any, adjoint: bool) -> Any:
-    session = ACTIVE.get()
-    if session is not None:
-        session.on_cpu_launch(kernel, params, adjoint, False)
-    return _orig["invoke"](kernel, hooks, params, adjoint)
+def _default_cpu_invoke(original: Callable[..., Any], blocks: bool) -> Callable[..., Any]:
+    def hook(kernel: Any, hooks: Any, params: Any, adjoint: bool) -> Any:
+        session = ACTIVE.get()
+        if session is not None:
+            session.on_cpu_launch(kernel, params, adjoint, blocks)
+        return original(kernel, hooks, params, adjoint)
 
-
-def _invoke_blocks_hook(kernel: Any, hooks: Any, params: Any, adjoint: bool) -> Any:
-    session = ACTIVE.get()
-    if session is not None:
-        session.on_cpu_launch(kernel, params, adjoint, True)
-    return _orig["invoke_cpu_blocks"](kernel, hooks, params, adjoint)
+    return hook
 
 
 def _cpu_capture_launch_hook(func: Any, bounds_ref: Any, args_ref: Any, adj_ref: Any, info_ref: Any) -> Any:
