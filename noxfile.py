@@ -22,7 +22,7 @@ def tests(session: nox.Session) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     """Lint with ruff and type-check with mypy."""
-    session.install("-e", ".", "ruff>=0.6", "mypy>=1.10")
+    session.install("-e", ".[test]", "ruff>=0.6", "mypy>=1.10")  # pytest types the plugin
     session.run("ruff", "check", "graphcheck", "tests", "tests_gpu", "benchmarks", "examples", "noxfile.py")
     session.run("ruff", "format", "--check", "graphcheck")
     session.run("mypy")
