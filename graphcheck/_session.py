@@ -229,15 +229,9 @@ class Session:
         stream: Any,
     ) -> LaunchRecord:
         """``wp_cuda_launch_kernel``: every CUDA launch; the bytes are read before it runs."""
-        kernel = self._pending_kernel()
+        kernel, adjoint = self._pending_kernel()
         count = len(kernel_params)
-        sizes: list[int] = []
-        adjoint = False
-        if kernel is not None:
-            forward = _warp.kernel_layout(kernel, False)
-            backward = _warp.kernel_layout(kernel, True)
-            adjoint = count >= len(backward) > len(forward)
-            sizes = [spec.size for spec in (backward if adjoint else forward)]
+        sizes = [spec.size for spec in _warp.kernel_layout(kernel, adjoint)] if kernel is not None else []
         # The driver reads exactly these bytes from each host pointer when it launches
         # (or copies them into the graph node); parameters past the known layout (Warp's
         # hidden extras for deterministic launches) are kept empty.
@@ -246,20 +240,22 @@ class Session:
             for i in range(count)
         ]
         handle = _warp.stream_handle(stream)
-        cuda = (int(func or 0), int(dim_size), int(max_blocks), int(block_dim), int(grid_stride), int(cluster_dim),
-                int(smem_bytes))  # fmt: skip
+        cuda = (_warp.as_address(func), int(dim_size), int(max_blocks), int(block_dim), int(grid_stride),
+                int(cluster_dim), int(smem_bytes))  # fmt: skip
         return self._record_launch(
             kernel, params, adjoint, _warp.device_of_stream(handle), int(block_dim), handle, cuda, int(max_blocks)
         )
 
-    def _pending_kernel(self) -> Any:
+    def _pending_kernel(self) -> tuple[Any, bool]:
+        """``(kernel, adjoint)`` of the ``wp.launch`` or ``wp.Launch`` call in progress."""
         pending = self.pending
         if pending is None:
-            return None
+            return None, False
         if pending[0] is _REPLAY:
-            return _warp.replay_config(pending[2])[0]
+            config = _warp.replay_config(pending[2])
+            return config[0], config[4]
         kernel, inputs, outputs = pending[2:5]
-        return _warp.resolve_overload(kernel, inputs, outputs)
+        return _warp.resolve_overload(kernel, inputs, outputs), bool(pending[9])
 
     def _record_launch(
         self,
@@ -282,7 +278,7 @@ class Session:
         elif pending[0] is _REPLAY:
             code, lasti, via, internal = _caller(pending[1], "Launch.launch")
             replay = True
-            cmd_kernel, cmd_device, cmd_block_dim, cmd_max_blocks = _warp.replay_config(pending[2])
+            cmd_kernel, cmd_device, cmd_block_dim, cmd_max_blocks, _ = _warp.replay_config(pending[2])
             kernel = kernel if kernel is not None else cmd_kernel
             device = device or cmd_device
             block_dim = block_dim if block_dim is not None else cmd_block_dim
@@ -290,7 +286,7 @@ class Session:
         else:
             intent = pending[2:]
             code, lasti, via, internal = _caller(pending[1], "launch")
-            req_kernel, inputs, outputs, req_device, req_stream, req_max_blocks, req_block_dim = intent
+            req_kernel, inputs, outputs, req_device, req_stream, req_max_blocks, req_block_dim, _ = intent
             if kernel is None:
                 kernel = _warp.resolve_overload(req_kernel, inputs, outputs)
             resolved = _warp.get_device(req_stream.device if req_stream is not None else req_device)

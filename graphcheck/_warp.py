@@ -98,7 +98,7 @@ _NATIVE_HELPER = re.compile(
 _checked = False
 
 # What the hooks take from a wp.launch / wp.copy call: the trampolines pass these first.
-_LAUNCH_INTENT = ("kernel", "inputs", "outputs", "device", "stream", "max_blocks", "block_dim")
+_LAUNCH_INTENT = ("kernel", "inputs", "outputs", "device", "stream", "max_blocks", "block_dim", "adjoint")
 _COPY_INTENT = ("dest", "src", "dest_offset", "src_offset", "count", "stream")
 
 
@@ -608,6 +608,13 @@ def cuda_available() -> bool:
     return bool(_context.is_cuda_available())
 
 
+def as_address(value: Any) -> int:
+    """An address Warp passes as an int or a ``ctypes.c_void_p``, as an int (0 for null)."""
+    if isinstance(value, ctypes.c_void_p):
+        return int(value.value or 0)
+    return int(value or 0)
+
+
 def stream_handle(stream: Any) -> int | None:
     """The integer CUDA stream handle of a Warp Stream or raw handle; None when there is none."""
     if stream is None:
@@ -787,9 +794,9 @@ def _type_name(dtype: Any) -> str:
     return getattr(dtype, "__name__", str(dtype))
 
 
-def replay_config(cmd: Any) -> tuple[Any, str, int, int]:
-    """``(kernel, device, block_dim, max_blocks)`` of a ``wp.Launch`` command."""
-    return cmd.kernel, str(cmd.device), int(cmd.block_dim), int(cmd.max_blocks)
+def replay_config(cmd: Any) -> tuple[Any, str, int, int, bool]:
+    """``(kernel, device, block_dim, max_blocks, adjoint)`` of a ``wp.Launch`` command."""
+    return cmd.kernel, str(cmd.device), int(cmd.block_dim), int(cmd.max_blocks), bool(cmd.adjoint)
 
 
 _struct_field_cache: dict[type, tuple[tuple[int, int], ...]] = {}
