@@ -150,8 +150,8 @@ class Session:
             if not internal or trace.include_warp:
                 trace._items.append(record)
 
-    def _retract(self, record: LaunchRecord) -> None:
-        # The operation raised before Warp enqueued anything: it must not stay recorded.
+    def retract(self, record: LaunchRecord) -> None:
+        """Take back a record: the operation failed, so Warp enqueued nothing."""
         for trace in self.traces:
             items = trace._items
             for i in range(len(items) - 1, -1, -1):
@@ -311,7 +311,7 @@ class Session:
         try:
             result = call(*args, **kwargs)
         except BaseException:
-            self._retract(record)
+            self.retract(record)
             raise
         self.after_cuda_op(record, stream)
         return result

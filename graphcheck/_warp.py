@@ -407,7 +407,9 @@ def _cuda_launch_hook(
         context, func, dim_size, max_blocks, block_dim, grid_stride, cluster_dim, smem_bytes,
         kernel_params, stream, apic_info,
     )  # fmt: skip
-    if not failed:
+    if failed:
+        session.retract(record)  # Warp raises its own error; nothing was enqueued
+    else:
         session.after_cuda_op(record, stream_handle(stream))
     return failed
 
