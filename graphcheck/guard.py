@@ -415,6 +415,8 @@ class GraphGuard:
             with trace_launches() as reference_trace:
                 self.reference()
             self._reference_trace = reference_trace
+        if not self.device.startswith("cpu"):
+            _prepare_driver()
         # Warp's own operations (the memset inside wp.zeros) are kept in the capture's
         # trace: they made graph nodes the cross-check must recognise. The checks skip them.
         self._trace = trace_launches(include_warp=True)
@@ -610,6 +612,19 @@ def _is_capture_error(error: BaseException) -> bool:
         last = tb
         tb = tb.tb_next
     return last is not None and _warp.code_kind(last.tb_frame.f_code) == 1
+
+
+def _prepare_driver() -> None:
+    # Load cuda-python's driver bindings before the capture starts: during the capture every
+    # operation asks the driver which graph node it made, and first-time set-up does not
+    # belong inside a capture. Without cuda-python or a driver the capture still runs; the
+    # cross-check then says the graph could not be read.
+    from . import _cuda
+
+    try:
+        _cuda.driver_version()
+    except _cuda.GraphInspectError:
+        pass
 
 
 def _user_site(tb: TracebackType | None) -> Site | None:
