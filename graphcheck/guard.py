@@ -33,9 +33,20 @@ __all__ = ["CheckedGraph", "GraphGuard", "capture", "checking_enabled"]
 
 _REPLAY_CHECKS = ("first", "always", "never")
 
+
+@dataclass(frozen=True)
+class _Validated:
+    """What a passed validation leaves for the next capture at the same site."""
+
+    producer: Any  # a weak reference to the callable's object
+    report: Report
+    buffers: tuple[Any, ...] | None  # the owners' buffers then (start, end, label), if known
+    baked: Callable[[], list[_Baked]]  # the addresses the graph baked then
+
+
 #: Sites whose validation passed: (code of the call, its object's id, where the guard
-#: was made, device) -> (weak reference to that object, report).
-_validated: dict[tuple[Any, ...], tuple[Any, Report]] = {}
+#: was made, device) -> what the validation left.
+_validated: dict[tuple[Any, ...], _Validated] = {}
 
 
 def _site_key(fn: Any, code: CodeType | None, lasti: int, device: str) -> tuple[tuple[Any, ...], Any] | None:
@@ -54,18 +65,22 @@ def _site_key(fn: Any, code: CodeType | None, lasti: int, device: str) -> tuple[
     return (_code_of(fn), id(target), code, lasti, device), ref
 
 
-def _remember(key: tuple[tuple[Any, ...], Any], report: Report) -> None:
+def _remember(key: tuple[tuple[Any, ...], Any], entry: _Validated) -> None:
     if len(_validated) > 1024:  # forget sites whose producer is gone
-        for stale in [k for k, (ref, _) in _validated.items() if ref() is None]:
+        for stale in [k for k, v in _validated.items() if v.producer() is None]:
             del _validated[stale]
-    _validated[key[0]] = (key[1], report)
+    _validated[key[0]] = entry
 
 
-def _validated_before(key: tuple[tuple[Any, ...], Any] | None) -> bool:
+def _validated_before(key: tuple[tuple[Any, ...], Any] | None) -> _Validated | None:
     if key is None:
-        return False
+        return None
     entry = _validated.get(key[0])
-    return entry is not None and entry[0]() is key[1]()
+    return entry if entry is not None and entry.producer() is key[1]() else None
+
+
+def _signature(buffers: BufferSet | None) -> tuple[Any, ...] | None:
+    return tuple(buffers) if buffers is not None else None
 
 
 def checking_enabled() -> bool:
@@ -402,6 +417,7 @@ class GraphGuard:
         self._trace: LaunchTrace | None = None
         self._capture: Any = None
         self._stacklevel = 3  # act() <- __exit__ <- the user's `with` line
+        self._reused: _Validated | None = None
 
     # -- the block ----------------------------------------------------------------------
 
@@ -410,8 +426,15 @@ class GraphGuard:
             self._capture = _warp.scoped_capture(self.device, **self._options)
             self._capture.__enter__()
             return self
-        validated = not self.revalidate and _validated_before(self._key)
-        if self.reference is not None and not validated:
+        validated = None if self.revalidate else _validated_before(self._key)
+        if validated is not None and validated.buffers is not None and validated.buffers == _signature(self._owned()):
+            # Validated before, and the owners hold the very same buffers: this capture
+            # bakes what the validated one did. Record nothing: a plain capture.
+            self._reused = validated
+            self._capture = _warp.scoped_capture(self.device, **self._options)
+            self._capture.__enter__()
+            return self
+        if self.reference is not None and validated is None:
             with trace_launches() as reference_trace:
                 self.reference()
             self._reference_trace = reference_trace
@@ -455,7 +478,18 @@ class GraphGuard:
             self.report = Report(name=self.name, device=self.device, notes=["checking disabled by GRAPHCHECK_DISABLE"])
             self.checked = self._checked(list, None)
             return False
-        assert trace is not None
+        if self._reused is not None and capture_error is None:
+            before = self._reused.report
+            note = (
+                "validated before in this process, and the owners hold the same buffers: nothing was recorded"
+                " (revalidate=True checks again)"
+            )
+            self.report = Report(name=self.name, device=self.device, operations=before.operations,
+                                 checks=["validated before"], notes=[note])  # fmt: skip
+            self.checked = self._checked(self._reused.baked, None)
+            return False
+        if trace is None:  # a capture error at a site validated before: record it as such
+            trace = LaunchTrace()
         owned = self._owned()
         user = trace.user_view()
         if capture_error is not None:
@@ -465,7 +499,10 @@ class GraphGuard:
             self.report = self._analyze(trace, user, owned)
         self.checked = self._checked(lambda: self._baked(trace, user, owned), trace)
         if self.report.ok and self._reference_trace is not None and self._key is not None:
-            _remember(self._key, self.report)
+            # Keep the addresses, not the graph: a later capture of the same buffers bakes
+            # the same ones.
+            baked = self.checked._baked
+            _remember(self._key, _Validated(self._key[1], self.report, _signature(owned), lambda: baked))
         try:
             act(self.report, self.on_failure, stacklevel=self._stacklevel)
         except Exception as error:

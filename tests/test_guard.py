@@ -374,3 +374,22 @@ def test_two_foreign_buffers_are_a_buffer_drift():
         traces.append(trace)
     (difference,) = traces[0].differences(traces[1], owned)
     assert difference.arg == "y" and "foreign" in (difference.where_a or "")
+
+
+def test_a_validated_site_with_the_same_buffers_records_nothing_but_still_checks_replays():
+    sim = P.ReassignedAfterCapture(DEVICE)
+
+    def validate():
+        return gc.capture(sim.step, device=DEVICE, owners=(sim,))
+
+    first = validate()
+    again = validate()
+    assert again.trace is None and again.report.checks == ("validated before",)
+    assert "the owners hold the same buffers" in again.report.notes[0]
+    again.launch()
+    sim.after_capture()  # the producer reassigns a buffer the new graph uses
+    with pytest.raises(gc.GraphCheckError, match="stale-pointer"):
+        again.check_replay()
+    third = validate()  # the buffers changed since the validation: record the capture again
+    assert third.trace is not None and "allocations" in third.report.checks
+    del first
