@@ -41,7 +41,7 @@ class _Validated:
     producer: Any  # a weak reference to the callable's object
     report: Report
     buffers: tuple[Any, ...] | None  # the owners' buffers then (start, end, label), if known
-    baked: Callable[[], list[_Baked]]  # the addresses the graph baked then
+    graph: Any  # a weak reference to the validated CheckedGraph, whose baked addresses serve again
 
 
 #: Sites whose validation passed: (code of the call, its object's id, where the guard
@@ -427,7 +427,12 @@ class GraphGuard:
             self._capture.__enter__()
             return self
         validated = None if self.revalidate else _validated_before(self._key)
-        if validated is not None and validated.buffers is not None and validated.buffers == _signature(self._owned()):
+        if (
+            validated is not None
+            and validated.graph() is not None
+            and validated.buffers is not None
+            and validated.buffers == _signature(self._owned())
+        ):
             # Validated before, and the owners hold the very same buffers: this capture
             # bakes what the validated one did. Record nothing: a plain capture.
             self._reused = validated
@@ -486,7 +491,8 @@ class GraphGuard:
             )
             self.report = Report(name=self.name, device=self.device, operations=before.operations,
                                  checks=["validated before"], notes=[note])  # fmt: skip
-            self.checked = self._checked(self._reused.baked, None)
+            earlier = self._reused.graph()
+            self.checked = self._checked(lambda: earlier._baked if earlier is not None else [], None)
             return False
         if trace is None:  # a capture error at a site validated before: record it as such
             trace = LaunchTrace()
@@ -499,10 +505,10 @@ class GraphGuard:
             self.report = self._analyze(trace, user, owned)
         self.checked = self._checked(lambda: self._baked(trace, user, owned), trace)
         if self.report.ok and self._reference_trace is not None and self._key is not None:
-            # Keep the addresses, not the graph: a later capture of the same buffers bakes
-            # the same ones.
-            baked = self.checked._baked
-            _remember(self._key, _Validated(self._key[1], self.report, _signature(owned), lambda: baked))
+            # While the validated graph lives, a later capture of the same buffers bakes the
+            # addresses it baked: its replay check can serve the new graph too.
+            entry = _Validated(self._key[1], self.report, _signature(owned), weakref.ref(self.checked))
+            _remember(self._key, entry)
         try:
             act(self.report, self.on_failure, stacklevel=self._stacklevel)
         except Exception as error:
