@@ -131,10 +131,12 @@ def _array_ref(arr: Any) -> ArrayRef:
 class Session:
     """What one context is recording: its active traces and the call in progress."""
 
-    __slots__ = ("allocations_seen", "conditional_depth", "in_memset", "pending", "traces")
+    __slots__ = ("allocations_seen", "appends", "conditional_depth", "in_memset", "pending", "traces")
 
     def __init__(self, traces: tuple[LaunchTrace, ...]) -> None:
         self.traces = traces
+        # Where the hot path puts a user's launch in every trace (no internal filtering).
+        self.appends = tuple(trace._items.append for trace in traces)
         self.pending: Any = None
         self.in_memset = False
         self.allocations_seen = 0
@@ -182,8 +184,8 @@ class Session:
                     for i in plan:
                         params[i] = bytes(params[i])
                 raw = (kernel, adjoint, params, pending[7], code, frame.f_lasti, next(_sequence))
-                for trace in self.traces:
-                    trace._items.append(raw)
+                for append in self.appends:
+                    append(raw)
                 return
         frozen = list(params)
         if pending is not None:
@@ -205,8 +207,8 @@ class Session:
                 captured = CapturedParams(bounds_ref._obj, args_ref._obj, adj)
                 raw = (kernel, adj is not None, captured, pending[7], code, frame.f_lasti, next(_sequence),
                        pending[8])  # fmt: skip
-                for trace in self.traces:
-                    trace._items.append(raw)
+                for append in self.appends:
+                    append(raw)
                 return
         params: list[Any] = [bytes(bounds_ref._obj)]
         for ref in (args_ref, adj_ref):
@@ -437,8 +439,8 @@ def _cpu_invoke_hook(original: Callable[..., Any], blocks: bool) -> Callable[...
                 plan = (_backward_plans if adjoint else _forward_plans).get(kernel)
                 if entry is not None and entry[1] == 0 and plan == ():
                     raw = (kernel, adjoint, params, pending[7], code, frame.f_lasti, next(_sequence))
-                    for trace in session.traces:
-                        trace._items.append(raw)
+                    for append in session.appends:
+                        append(raw)
                     return original(kernel, hooks, params, adjoint)
             session.on_cpu_launch(kernel, params, adjoint, blocks)
         return original(kernel, hooks, params, adjoint)

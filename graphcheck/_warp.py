@@ -241,12 +241,11 @@ def _build_trampoline(
         body = f"    return {tag}_hook(session, ({', '.join(intent)},), {args})\n"
     else:
         body = (
-            "    previous = session.pending\n"
             f"    session.pending = ({tag}_kind, {tag}_getframe(1), {', '.join(intent)})\n"
             "    try:\n"
             f"        return {tag}_original({args})\n"
             "    finally:\n"
-            "        session.pending = previous\n"
+            "        session.pending = None\n"
         )
     namespace: dict[str, Any] = {}
     exec(compile(head + body, f"<graphcheck trampoline for {name}>", "exec"), {}, namespace)
@@ -350,18 +349,18 @@ _native_hooks: dict[int, tuple[Any, Callable[..., Any]]] = {}
 # through them, and those of other threads and tasks leave after one ContextVar lookup.
 # A pending call is (LAUNCH, caller frame, *intent) or (REPLAY, caller frame, command),
 # the intent being _LAUNCH_INTENT's arguments; the frame is held only while the call runs.
+# Pending calls never nest (a launch or a replay issues no other), so ending one clears it.
 
 
 def _replay_hook(self: Any, stream: Any = None) -> Any:
     session = ACTIVE.get()
     if session is None:
         return _orig["replay"](self, stream)
-    previous = session.pending
     session.pending = (REPLAY, sys._getframe(1), self)
     try:
         return _orig["replay"](self, stream)
     finally:
-        session.pending = previous
+        session.pending = None
 
 
 def _default_cpu_invoke(original: Callable[..., Any], blocks: bool) -> Callable[..., Any]:
