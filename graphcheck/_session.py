@@ -165,30 +165,10 @@ class Session:
     # -- kernel launches ------------------------------------------------------------------
 
     def on_cpu_launch(self, kernel: Any, params: Any, adjoint: bool, blocks: bool) -> None:
-        """``invoke`` / ``invoke_cpu_blocks``: an eager CPU launch and Warp's parameter objects."""
-        pending = self.pending
-        if pending is not None and pending[0] is _LAUNCH and not blocks and not self.conditional_depth:
-            frame = pending[1]
-            code = frame.f_code
-            entry = _code_kinds.get(id(code))
-            if entry is not None and entry[1] == 0:
-                # The hot path: a wp.launch called from user code. Warp built scalars and
-                # descriptors afresh for this launch; copy only what the caller still holds
-                # and may change (vectors, matrices, structs). The trace turns the tuple
-                # into a LaunchRecord when it is read.
-                plan = (_backward_plans if adjoint else _forward_plans).get(kernel)
-                if plan is None:
-                    plan = _plan(kernel, adjoint)
-                if plan:
-                    params = list(params)
-                    for i in plan:
-                        params[i] = bytes(params[i])
-                raw = (kernel, adjoint, params, pending[7], code, frame.f_lasti, next(_sequence))
-                for append in self.appends:
-                    append(raw)
-                return
+        """``invoke`` / ``invoke_cpu_blocks``: an eager CPU launch the hook's fast path did
+        not take (see :func:`_cpu_invoke_hook`), and Warp's parameter objects."""
         frozen = list(params)
-        if pending is not None:
+        if self.pending is not None:
             # A wp.Launch command owns its parameter objects and may change them later.
             frozen = [bytes(p) for p in frozen]
         self._record_launch(kernel, frozen, adjoint, "cpu", None if blocks else 1, None, None)
@@ -210,13 +190,8 @@ class Session:
                 for append in self.appends:
                     append(raw)
                 return
-        params: list[Any] = [bytes(bounds_ref._obj)]
-        for ref in (args_ref, adj_ref):
-            struct = getattr(ref, "_obj", None)
-            if struct is not None:
-                blob = bytes(struct)
-                params.extend(blob[o : o + n] for o, n in _warp.struct_param_slices(type(struct)))
-        self._record_launch(None, params, adj_ref is not None, "cpu", None, None, None)
+        structs = CapturedParams(bounds_ref._obj, getattr(args_ref, "_obj", None), getattr(adj_ref, "_obj", None))
+        self._record_launch(None, list(structs.split()), adj_ref is not None, "cpu", None, None, None)
 
     def on_cuda_launch(
         self,
@@ -423,8 +398,9 @@ def _cpu_invoke_hook(original: Callable[..., Any], blocks: bool) -> Callable[...
     """The hook for Warp's CPU ``invoke`` (``invoke_cpu_blocks`` when ``blocks``).
 
     Every eager CPU launch passes here while a trace is active, so the commonest case (a
-    ``wp.launch`` from user code whose parameters Warp built afresh) is recorded right
-    here, without a call; :meth:`Session.on_cpu_launch` does the rest.
+    ``wp.launch`` called from user code) is recorded right here, without a call:
+    :meth:`Session.on_cpu_launch` does the rest (replays, launches Warp makes itself,
+    bodies of conditionals, the first launch from a place not yet classified).
     """
     active = _warp.ACTIVE
 
@@ -436,9 +412,19 @@ def _cpu_invoke_hook(original: Callable[..., Any], blocks: bool) -> Callable[...
                 frame = pending[1]
                 code = frame.f_code
                 entry = _code_kinds.get(id(code))
-                plan = (_backward_plans if adjoint else _forward_plans).get(kernel)
-                if entry is not None and entry[1] == 0 and plan == ():
-                    raw = (kernel, adjoint, params, pending[7], code, frame.f_lasti, next(_sequence))
+                if entry is not None and entry[1] == 0:
+                    # Warp built scalars and descriptors afresh for this launch; copy only
+                    # what the caller still holds and may change (vectors, matrices,
+                    # structs). The trace turns the tuple into a LaunchRecord when read.
+                    plan = (_backward_plans if adjoint else _forward_plans).get(kernel)
+                    if plan is None:
+                        plan = _plan(kernel, adjoint)
+                    kept = params
+                    if plan:
+                        kept = list(params)
+                        for i in plan:
+                            kept[i] = bytes(kept[i])
+                    raw = (kernel, adjoint, kept, pending[7], code, frame.f_lasti, next(_sequence))
                     for append in session.appends:
                         append(raw)
                     return original(kernel, hooks, params, adjoint)
