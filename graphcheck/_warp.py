@@ -259,20 +259,20 @@ def _set_attr(owner: Any, name: str, value: Any) -> Any:
     return original
 
 
-def acquire(cpu_invoke: Callable[[Callable[..., Any], bool], Callable[..., Any]] | None = None) -> None:
+def acquire(cpu_invoke: Callable[[Callable[..., Any], bool], Callable[..., Any]]) -> None:
     """Install the hooks (first user) or count one more user.
 
     Args:
         cpu_invoke: makes the hook for Warp's CPU ``invoke`` from the original and whether
-            it is ``invoke_cpu_blocks``; the recording session supplies one with its
-            fast path built in, since every eager CPU launch passes there.
+            it is ``invoke_cpu_blocks``; the recording session supplies it, with its fast
+            path built in, since every eager CPU launch passes there.
     """
     global _users
     with _lock:
         if _users == 0:
             check_warp()
             try:
-                _install(cpu_invoke or _default_cpu_invoke)
+                _install(cpu_invoke)
             except BaseException:
                 _uninstall()
                 raise
@@ -361,16 +361,6 @@ def _replay_hook(self: Any, stream: Any = None) -> Any:
         return _orig["replay"](self, stream)
     finally:
         session.pending = None
-
-
-def _default_cpu_invoke(original: Callable[..., Any], blocks: bool) -> Callable[..., Any]:
-    def hook(kernel: Any, hooks: Any, params: Any, adjoint: bool) -> Any:
-        session = ACTIVE.get()
-        if session is not None:
-            session.on_cpu_launch(kernel, params, adjoint, blocks)
-        return original(kernel, hooks, params, adjoint)
-
-    return hook
 
 
 def _cpu_capture_launch_hook(func: Any, bounds_ref: Any, args_ref: Any, adj_ref: Any, info_ref: Any) -> Any:
@@ -820,14 +810,21 @@ def struct_param_slices(struct_type: type) -> tuple[tuple[int, int], ...]:
 # --------------------------------------------------------------------------------------
 
 
+#: Warp's own ScopedCapture and capture_launch, whatever :func:`patch_capture_api` has put
+#: in their place.
+ORIGINAL_SCOPED_CAPTURE = wp.ScopedCapture
+_ORIGINAL_CAPTURE_LAUNCH = wp.capture_launch
+
+
 def scoped_capture(device: Any, **options: Any) -> Any:
     """A real ``wp.ScopedCapture`` on ``device`` with the caller's options."""
     return ORIGINAL_SCOPED_CAPTURE(device=device, **options)
 
 
 def capture_launch(graph: Any, stream: Any = None) -> None:
-    """Replay a graph with Warp's own ``wp.capture_launch``."""
-    original_capture_launch(graph, stream)
+    """Replay a graph with Warp's own ``wp.capture_launch``, even while the capture API is
+    patched (:func:`patch_capture_api`)."""
+    _ORIGINAL_CAPTURE_LAUNCH(graph, stream=stream)
 
 
 def capture_in_progress(device: Any) -> bool:
@@ -912,10 +909,6 @@ def device_of_stream(handle: int | None) -> str | None:
 # Guarding every capture of a program (graphcheck run, the pytest marker)
 # --------------------------------------------------------------------------------------
 
-#: Warp's own ScopedCapture, whatever the capture-API patch below has put in its place.
-ORIGINAL_SCOPED_CAPTURE = wp.ScopedCapture
-_ORIGINAL_CAPTURE_LAUNCH = wp.capture_launch
-
 
 def patch_capture_api(scoped_capture: type, capture_launch: Callable[..., Any]) -> Callable[[], None]:
     """Put ``scoped_capture`` and ``capture_launch`` where programs look them up.
@@ -942,11 +935,6 @@ def patch_capture_api(scoped_capture: type, capture_launch: Callable[..., Any]) 
             setattr(owner, name, value)
 
     return restore
-
-
-def original_capture_launch(graph: Any, stream: Any = None) -> None:
-    """Warp's own ``wp.capture_launch``, even while the capture API is patched."""
-    _ORIGINAL_CAPTURE_LAUNCH(graph, stream=stream)
 
 
 def pack_params(

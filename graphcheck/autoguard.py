@@ -136,7 +136,7 @@ class AutoGuard:
             if new:
                 self._reported.update((id(graph), f.message) for f in new)
                 self.replay_reports.append(report)
-        _warp.original_capture_launch(graph, stream)
+        _warp.capture_launch(graph, stream)
 
     def summary(self) -> str:
         """Every report with findings, and a closing line."""
