@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from .compare import Difference, compare_traces, describe_values
+from .compare import Difference, compare_traces, value_texts
 from .findings import Finding, make_finding
 from .params import ArrayRef
 
@@ -47,16 +47,15 @@ def _where(diff: Difference) -> str:
         return (
             f"{diff.where_a} in the reference call, {diff.where_b} captured (buffers named as the owners hold them now)"
         )
-    text = describe_values(diff.value_a, diff.value_b, diff.where_a, diff.where_b)
-    left, _, right = text.partition(" vs ")
-    right, delta, rest = right.partition(" (Δ ")
-    return f"{left} in the reference call, {right} captured" + (f" (Δ {rest}" if delta else "")
+    left, right, delta = value_texts(diff.value_a, diff.value_b, diff.where_a, diff.where_b)
+    return f"{left} in the reference call, {right} captured" + (f" (Δ {delta})" if delta else "")
 
 
 def drift(reference: LaunchTrace, captured: LaunchTrace, buffers: BufferSet | None) -> list[Finding]:
     """Findings for every way the captured call differs from the reference call."""
     diffs = compare_traces(reference, captured, buffers, streams=True)
-    findings: list[Finding] = []
+    # Findings in report order; a group's key holds its place while the group fills up.
+    findings: list[Finding | tuple[Any, ...]] = []
     groups: dict[tuple[Any, ...], list[Difference]] = {}
     run: list[Difference] = []
 
@@ -84,21 +83,16 @@ def drift(reference: LaunchTrace, captured: LaunchTrace, buffers: BufferSet | No
         key = (kind, diff.record.kernel, arg, diff.record.site)
         if key not in groups:
             groups[key] = []
-            findings.append(_placeholder(key))
+            findings.append(key)
         groups[key].append(diff)
     flush_run()
-    return [_drift_finding(groups[f.detail["key"]]) if f.kind == "_group" else f for f in findings]
+    return [f if isinstance(f, Finding) else _drift_finding(groups[f]) for f in findings]
 
 
 def _adjacent(a: Difference, b: Difference) -> bool:
     if a.what == "missing":
         return a.index_a is not None and b.index_a == a.index_a + 1
     return a.index_b is not None and b.index_b == a.index_b + 1
-
-
-def _placeholder(key: tuple[Any, ...]) -> Finding:
-    # Keeps the finding's place in the report while its group fills up.
-    return Finding("_group", "", detail={"key": key})
 
 
 def _drift_finding(group: list[Difference]) -> Finding:

@@ -99,19 +99,23 @@ class Difference:
 
 def describe_values(a: Any, b: Any, where_a: str | None = None, where_b: str | None = None) -> str:
     """``a vs b``, with ``(Δ ...)`` for two numbers and buffer names for arrays."""
+    left, right, delta = value_texts(a, b, where_a, where_b)
+    return f"{left} vs {right} (Δ {delta})" if delta else f"{left} vs {right}"
+
+
+def value_texts(a: Any, b: Any, where_a: str | None = None, where_b: str | None = None) -> tuple[str, str, str]:
+    """``(a, b, difference)`` as text: arrays with the buffers they point into, the
+    difference of two numbers or two addresses (``+0.01``, ``+0x100``), else ``""``."""
     if isinstance(a, ArrayRef) or isinstance(b, ArrayRef):
         left = f"{a} ({where_a})" if where_a else str(a)
         right = f"{b} ({where_b})" if where_b else str(b)
         if isinstance(a, ArrayRef) and isinstance(b, ArrayRef) and a.ptr and b.ptr and a.ptr != b.ptr:
-            return f"{left} vs {right} (Δ {b.ptr - a.ptr:+#x})"
-        return f"{left} vs {right}"
-    text = f"{a!r} vs {b!r}"
+            return left, right, f"{b.ptr - a.ptr:+#x}"
+        return left, right, ""
     if _is_number(a) and _is_number(b):
         delta = b - a
-        if isinstance(delta, float):
-            return f"{text} (Δ {delta:+.6g})"
-        return f"{text} (Δ {delta:+d})"
-    return text
+        return repr(a), repr(b), f"{delta:+.6g}" if isinstance(delta, float) else f"{delta:+d}"
+    return repr(a), repr(b), ""
 
 
 def _is_number(value: Any) -> bool:
@@ -204,21 +208,6 @@ def topology_keys(
             key += (record.stream,)
         keys.append(key)
     return keys
-
-
-def compare_records(
-    trace_a: LaunchTrace,
-    trace_b: LaunchTrace,
-    i: int,
-    j: int,
-    buffers: BufferSet | None = None,
-    *,
-    scalars: bool = True,
-    streams: bool = False,
-) -> list[Difference]:
-    """Every difference between record ``i`` of ``trace_a`` and record ``j`` of ``trace_b``."""
-    ra, rb = trace_a.records[i], trace_b.records[j]
-    return _compare(trace_a, ra, i, trace_b, rb, j, buffers, scalars, streams)
 
 
 def _compare(

@@ -117,14 +117,6 @@ KINDS: Mapping[str, Kind] = {
 }
 
 
-def _show(value: Any) -> str:
-    if isinstance(value, ArrayRef):
-        return str(value)
-    if isinstance(value, float):
-        return repr(value)
-    return repr(value) if isinstance(value, str) else str(value)
-
-
 @dataclass(frozen=True)
 class Finding:
     """One reason a capture site is not replay-safe.
