@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .guard import CheckedGraph, _Baked
     from .record import LaunchRecord, LaunchTrace
 
-__all__ = ["baked_from_graph", "check_graph", "check_nodes", "match"]
+__all__ = ["baked_from_graph", "baked_from_nodes", "check_graph", "check_nodes", "match"]
 
 _OPAQUE = ("native", "copy", "memset")
 _SYNC_TYPES = ("EMPTY", "EVENT_RECORD", "WAIT_EVENT")
@@ -296,45 +296,58 @@ def check_graph(
 
 
 def baked_from_graph(graph: Any, trace: LaunchTrace, baked: list[_Baked], owned: BufferSet | None) -> list[_Baked]:
-    """The addresses baked into a CUDA graph, read from its nodes.
-
-    Kernel nodes are decoded with their record's parameter layout; memcpy and memset
-    nodes give their destination (and source). Records whose node could not be read keep
-    the addresses recorded for them.
-    """
+    """The addresses baked into a CUDA graph, read from its nodes (see :func:`baked_from_nodes`);
+    ``baked`` as it is when the graph cannot be read."""
     from ._cuda import GraphInspectError
-    from .guard import _Baked
 
     try:
         nodes = _read(graph, trace)
     except GraphInspectError:
         return baked
+    return baked_from_nodes(nodes, trace, baked, owned)
+
+
+def baked_from_nodes(
+    nodes: Sequence[GraphNode], trace: LaunchTrace, baked: list[_Baked], owned: BufferSet | None
+) -> list[_Baked]:
+    """The addresses baked into a graph's nodes, in place of those recorded for them.
+
+    Kernel nodes are decoded with their record's parameter layout; memcpy and memset
+    nodes give their destination (and source). ``baked`` holds the recorded addresses,
+    indexed like reports number operations (Warp's internal ones left out); the
+    operations whose node could not be read keep theirs.
+    """
+    from .guard import _Baked
+
     match(nodes, trace)
     records = trace.records
     positions = user_positions(trace)
     out: list[_Baked] = []
     covered: set[int] = set()
-
-    def add(ptr: int, nbytes: int, index: int, record: LaunchRecord, name: str) -> None:
-        hit = owned.buffer_at(ptr) if owned is not None else None
-        position = positions.get(index, -1)
-        out.append(_Baked(ptr, max(nbytes, 1), hit.label if hit else None, position, record.kernel, name, record.site))
-
     for node in nodes:
         if node.record is None or node.role != "recorded":
             continue
         record = records[node.record]
+        position = positions.get(node.record, -1)
+        found: list[tuple[int, int, str]] = []  # (address, bytes, argument)
         params = node.fields.get("params")
         if node.type == "KERNEL" and record.kind == "launch" and params:
-            for name, value in decode(record.layout, params).items():
-                if isinstance(value, ArrayRef) and value.ptr:
-                    add(value.start, value.nbytes, node.record, record, name)
-            covered.add(node.record)
+            found = [
+                (value.start, value.nbytes, name)
+                for name, value in decode(record.layout, params).items()
+                if isinstance(value, ArrayRef) and value.ptr
+            ]
         elif node.type in ("MEMCPY", "MEMSET"):
-            add(node.fields["dst"], node.fields.get("nbytes", 1), node.record, record, "dest")
+            found = [(node.fields["dst"], node.fields.get("nbytes", 1), "dest")]
             if node.type == "MEMCPY":
-                add(node.fields["src"], node.fields.get("nbytes", 1), node.record, record, "src")
-            covered.add(positions.get(node.record, -1))
+                found.append((node.fields["src"], node.fields.get("nbytes", 1), "src"))
+        else:
+            continue
+        for ptr, nbytes, name in found:
+            hit = owned.buffer_at(ptr) if owned is not None else None
+            out.append(_Baked(ptr, max(nbytes, 1), hit.label if hit else None, position, record.kernel, name,
+                              record.site))  # fmt: skip
+        covered.add(position)
     out += [b for b in baked if b.index not in covered]
     return out
 

@@ -271,3 +271,31 @@ def test_a_cpu_graph_cannot_be_read_as_a_cuda_graph():
         wp.launch(K.add_one, dim=4, inputs=[a], device=DEVICE)
     with pytest.raises(ValueError, match="captured on the CPU"):
         read_graph(capture.graph)
+
+
+def test_addresses_read_from_nodes_replace_those_recorded_for_the_same_operation():
+    # Warp's internal copy (inside wp.clone) comes first in the capture's trace, so trace
+    # indices and report positions differ by one: the launch is record 1 but operation 0.
+    from graphcheck.crosscheck import baked_from_nodes
+    from graphcheck.guard import _Baked
+
+    keep = Keep()
+    a, b = wp.zeros(64, dtype=float, device=DEVICE), wp.ones(64, dtype=float, device=DEVICE)
+    with gc.trace_launches(include_warp=True) as trace:
+        wp.clone(b)
+        wp.launch(K.scale, dim=64, inputs=[a, b, 2.5, 3], device=DEVICE)
+        wp.copy(b, a)  # its node is not read: it keeps its recorded addresses
+    internal, launch, copy = trace
+    assert internal.internal and not launch.internal and not copy.internal
+    launch.node = (GRAPH, (0x1,))
+    user = trace.user_view()
+    recorded = [
+        _Baked(ref.start, max(ref.nbytes, 1), None, i, r.kernel, name, r.site)
+        for i, r in enumerate(user.records)
+        for name, ref in r.arrays()
+    ]
+    node = node_from(kernel_struct(launch.param_bytes, keep), layout_of(launch))
+    baked = baked_from_nodes([node], trace, recorded, None)
+    assert sorted((x.index, x.arg, x.ptr) for x in baked) == [
+        (0, "a", a.ptr), (0, "b", b.ptr), (1, "dest", b.ptr), (1, "src", a.ptr)
+    ]  # fmt: skip
