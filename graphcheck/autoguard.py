@@ -21,6 +21,7 @@ from typing import Any
 from . import _warp
 from .findings import Allow, Report
 from .guard import CheckedGraph, GraphGuard, InferredOwners
+from .record import site_of
 
 __all__ = ["AutoGuard"]
 
@@ -90,7 +91,7 @@ class AutoGuard:
                 options: dict[str, Any] = {"stream": self.stream, "force_module_load": self.force_module_load}
                 if getattr(self, "capture_mode", None) is not None:
                     options["capture_mode"] = self.capture_mode
-                site = f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno}"
+                site = site_of(frame.f_code, frame.f_lasti).short
                 self._graphcheck = GraphGuard(
                     self.device,
                     None,
@@ -139,10 +140,14 @@ class AutoGuard:
         _warp.capture_launch(graph, stream)
 
     def summary(self) -> str:
-        """Every report with findings, and a closing line."""
+        """Every report with findings, and the :meth:`verdict`."""
         lines = [str(r) for r in self.reports + self.replay_reports if not r.ok]
+        lines.append(self.verdict())
+        return "\n".join(lines)
+
+    def verdict(self) -> str:
+        """One line: how many captures were guarded and how many findings they had."""
         captures = len(self.reports)
         count = len(self.findings)
-        verdict = "no findings" if not count else f"{count} finding{'s' if count != 1 else ''}"
-        lines.append(f"graphcheck: {captures} capture{'s' if captures != 1 else ''} guarded, {verdict}")
-        return "\n".join(lines)
+        found = "no findings" if not count else f"{count} finding{'s' if count != 1 else ''}"
+        return f"graphcheck: {captures} capture{'s' if captures != 1 else ''} guarded, {found}"

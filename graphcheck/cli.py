@@ -63,21 +63,23 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    def reporting(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--allow", action="append", default=[], metavar="KIND", help="accept a finding kind")
+        p.add_argument("--colour", "--color", choices=("auto", "always", "never"), default="auto")
+
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--device", default=None, help="capture device (default: Warp's default device)")
         p.add_argument("--json", action="store_true", help="print the report as JSON instead of text")
         p.add_argument("--dot", metavar="PATH", help="write a picture of the graph (DOT; SVG too with Graphviz)")
-        p.add_argument("--allow", action="append", default=[], metavar="KIND", help="accept a finding kind")
-        p.add_argument("--colour", "--color", choices=("auto", "always", "never"), default="auto")
+        reporting(p)
 
     demo = commands.add_parser("demo", help="validate a bundled producer with planted bugs, then the fixed one")
     common(demo)
     demo.add_argument("--replays", type=int, default=100, help="replays of the fixed graph (default 100)")
 
     run = commands.add_parser("run", help="run a Warp program with every wp.ScopedCapture guarded")
-    run.add_argument("--allow", action="append", default=[], metavar="KIND", help="accept a finding kind")
+    reporting(run)
     run.add_argument("--report", metavar="PATH", help="also write every report as JSON to PATH")
-    run.add_argument("--colour", "--color", choices=("auto", "always", "never"), default="auto")
     run.add_argument("script", help="the program to run")
     run.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
 
@@ -109,10 +111,14 @@ def _emit(checked: Any, args: argparse.Namespace, out: TextIO) -> None:
     else:
         out.write(render(checked.report, _use_colour(out, args.colour)) + "\n")
     if args.dot:
-        from . import dot
+        _write_dot(checked, args.dot)
 
-        for path in dot.write(checked, args.dot):
-            print(f"graphcheck: wrote {path}", file=sys.stderr)
+
+def _write_dot(checked: Any, path: str) -> None:
+    from . import dot
+
+    for written in dot.write(checked, path):
+        print(f"graphcheck: wrote {written}", file=sys.stderr)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -152,10 +158,7 @@ def _demo(args: argparse.Namespace) -> int:
         if replayed:
             print(f"Replayed the fixed graph {replayed} times; every address it holds is still an owned buffer.")
     if args.dot:
-        from . import dot
-
-        for path in dot.write(checked, args.dot):
-            print(f"graphcheck: wrote {path}", file=sys.stderr)
+        _write_dot(checked, args.dot)
     return 0 if (good.ok and not checked.ok) else 1
 
 
@@ -242,7 +245,7 @@ def _run(args: argparse.Namespace) -> int:
         for report in guard.reports + guard.replay_reports:
             if not report.ok:
                 out.write(render(report, colour) + "\n")
-        out.write(guard.summary().splitlines()[-1] + "\n")
+        out.write(guard.verdict() + "\n")
         if args.report:
             import json
 
