@@ -9,8 +9,6 @@ nox.options.default_venv_backend = "venv"
 nox.options.sessions = ["lint", "tests"]
 nox.options.reuse_existing_virtualenvs = True
 
-PYTHON = ["3.10", "3.11", "3.12", "3.13"]
-
 
 @nox.session
 def tests(session: nox.Session) -> None:

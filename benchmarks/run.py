@@ -29,7 +29,7 @@ wp.config.log_level = wp.LOG_WARNING
 
 from . import bench_guard, bench_record  # noqa: E402
 
-# name -> (function, quick keyword arguments, [(figure, bar, "<=" | "<")])
+# name -> (function, quick keyword arguments, [(figure, bar: the most it may be)])
 BENCHMARKS: dict[str, tuple[Callable[..., dict[str, Any]], dict[str, Any], list[tuple[str, float]]]] = {
     "recording": (bench_record.bench_recording, {"rounds": 8, "calls": 200}, [("recording_ratio", 1.10)]),
     "locate": (bench_record.bench_locate, {"lookups": 50_000}, [("locate_ratio", 4.0)]),

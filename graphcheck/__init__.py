@@ -31,63 +31,32 @@ from typing import TYPE_CHECKING, Any
 from ._version import __version__
 
 if TYPE_CHECKING:
-    from ._warp import TESTED_WARP_VERSIONS as TESTED_WARP_VERSIONS
-    from ._warp import UnsupportedWarpError as UnsupportedWarpError
+    from ._warp import TESTED_WARP_VERSIONS as TESTED_WARP_VERSIONS, UnsupportedWarpError as UnsupportedWarpError
     from .autoguard import AutoGuard as AutoGuard
-    from .buffers import Buffer as Buffer
-    from .buffers import BufferSet as BufferSet
-    from .buffers import buffers_of as buffers_of
+    from .buffers import Buffer as Buffer, BufferSet as BufferSet, buffers_of as buffers_of
     from .compare import Difference as Difference
     from .findings import (
         KINDS as KINDS,
-    )
-    from .findings import (
         Allow as Allow,
-    )
-    from .findings import (
         Finding as Finding,
-    )
-    from .findings import (
         GraphCheckError as GraphCheckError,
-    )
-    from .findings import (
         GraphCheckWarning as GraphCheckWarning,
-    )
-    from .findings import (
         Report as Report,
     )
     from .guard import (
         CheckedGraph as CheckedGraph,
-    )
-    from .guard import (
         GraphGuard as GraphGuard,
-    )
-    from .guard import (
         capture as capture,
-    )
-    from .guard import (
         checking_enabled as checking_enabled,
     )
     from .params import ArrayRef as ArrayRef
     from .record import (
         Allocation as Allocation,
-    )
-    from .record import (
         LaunchRecord as LaunchRecord,
-    )
-    from .record import (
         LaunchTrace as LaunchTrace,
-    )
-    from .record import (
         Site as Site,
-    )
-    from .record import (
         assert_pointers_within as assert_pointers_within,
-    )
-    from .record import (
         assert_same_topology as assert_same_topology,
-    )
-    from .record import (
         trace_launches as trace_launches,
     )
 

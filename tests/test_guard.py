@@ -9,8 +9,7 @@ import warp as wp
 
 import graphcheck as gc
 from graphcheck import _warp
-from tests import kernels as K
-from tests import producers as P
+from tests import kernels as K, producers as P
 
 DEVICE = "cpu"
 

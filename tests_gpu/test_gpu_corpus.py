@@ -5,8 +5,7 @@ import pytest
 import warp as wp
 
 import graphcheck as gc
-from tests import kernels as K
-from tests import producers as P
+from tests import kernels as K, producers as P
 
 
 class StreamToggle(P.Producer):
