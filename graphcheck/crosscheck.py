@@ -343,10 +343,7 @@ def baked_from_nodes(
                 found.append((node.fields["src"], node.fields.get("nbytes", 1), "src"))
         else:
             continue
-        for ptr, nbytes, name in found:
-            hit = owned.buffer_at(ptr) if owned is not None else None
-            out.append(_Baked(ptr, max(nbytes, 1), hit.label if hit else None, position, record.kernel, name,
-                              record.site))  # fmt: skip
+        out += [_Baked.at(ptr, nbytes, owned, position, record, name) for ptr, nbytes, name in found]
         covered.add(position)
     out += [b for b in baked if b.index not in covered]
     return out

@@ -27,7 +27,7 @@ from typing import Any
 from . import _warp, checks
 from .buffers import BufferSet, buffers_of
 from .findings import Allow, Finding, Report, act, allowances, check_on_failure, make_finding
-from .record import LaunchTrace, Site, site_of, trace_launches
+from .record import LaunchRecord, LaunchTrace, Site, site_of, trace_launches
 
 __all__ = ["CheckedGraph", "GraphGuard", "capture", "checking_enabled"]
 
@@ -100,6 +100,12 @@ class _Baked:
     kernel: str
     arg: str
     site: Site
+
+    @classmethod
+    def at(cls, ptr: int, nbytes: int, owned: BufferSet | None, index: int, record: LaunchRecord, arg: str) -> _Baked:
+        """``ptr`` as ``record``'s argument ``arg``, labelled by the owned buffer holding it."""
+        hit = owned.buffer_at(ptr) if owned is not None else None
+        return cls(ptr, max(nbytes, 1), hit.label if hit else None, index, record.kernel, arg, record.site)
 
 
 def _check_device(device: Any) -> str:
@@ -588,21 +594,11 @@ class GraphGuard:
         )
 
     def _baked(self, trace: LaunchTrace, user: LaunchTrace, owned: BufferSet | None) -> list[_Baked]:
-        out = []
-        for index, record in enumerate(user.records):
-            for name, ref in record.arrays():
-                hit = owned.buffer_at(ref.ptr) if owned is not None else None
-                out.append(
-                    _Baked(
-                        ref.start,
-                        max(ref.nbytes, 1),
-                        hit.label if hit else None,
-                        index,
-                        record.kernel,
-                        name,
-                        record.site,
-                    )  # fmt: skip
-                )
+        out = [
+            _Baked.at(ref.start, ref.nbytes, owned, index, record, name)
+            for index, record in enumerate(user.records)
+            for name, ref in record.arrays()
+        ]
         if self.graph is not None and _warp.graph_handle(self.graph):
             from . import crosscheck
 

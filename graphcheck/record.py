@@ -577,9 +577,7 @@ class LaunchTrace:
 
     def same_topology(self, other: LaunchTrace, buffers: BufferSet | None = None, **kwargs: Any) -> bool:
         """Whether :meth:`diff` finds no difference."""
-        from .compare import compare_traces
-
-        return not compare_traces(self, other, buffers, **kwargs)
+        return not self.differences(other, buffers, **kwargs)
 
     def foreign_pointers(
         self, buffers: BufferSet, *, ignore: Iterable[Any] = ()

@@ -289,11 +289,8 @@ def test_addresses_read_from_nodes_replace_those_recorded_for_the_same_operation
     assert internal.internal and not launch.internal and not copy.internal
     launch.node = (GRAPH, (0x1,))
     user = trace.user_view()
-    recorded = [
-        _Baked(ref.start, max(ref.nbytes, 1), None, i, r.kernel, name, r.site)
-        for i, r in enumerate(user.records)
-        for name, ref in r.arrays()
-    ]
+    recorded = [_Baked.at(ref.start, ref.nbytes, None, i, r, name) for i, r in enumerate(user.records)
+                for name, ref in r.arrays()]  # fmt: skip
     node = node_from(kernel_struct(launch.param_bytes, keep), layout_of(launch))
     baked = baked_from_nodes([node], trace, recorded, None)
     assert sorted((x.index, x.arg, x.ptr) for x in baked) == [
