@@ -24,12 +24,12 @@ from __future__ import annotations
 import ctypes
 import heapq
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
+
+from .graph import GraphNode
 
 __all__ = [
     "GraphInspectError",
-    "RawNode",
     "capture_tail",
     "driver_version",
     "kernel_from_params",
@@ -115,29 +115,6 @@ def capture_tail(stream: int) -> tuple[int, tuple[int, ...]] | None:
 
 
 # -- reading structs (no driver needed) -----------------------------------------------------
-
-
-@dataclass
-class RawNode:
-    """One graph node, as plain values.
-
-    Attributes:
-        handle: the ``CUgraphNode``.
-        graph: the ``CUgraph`` holding it.
-        depth: 0 for the top graph, 1 inside a child graph or conditional body...
-        type: the node type's name without its prefix (``"KERNEL"``, ``"MEMCPY"``...).
-        order: position in the topological order of its graph.
-        deps: handles of the nodes it depends on.
-        fields: what the node holds (see the readers below).
-    """
-
-    handle: int
-    graph: int
-    depth: int
-    type: str
-    order: int
-    deps: tuple[int, ...] = ()
-    fields: dict[str, Any] = field(default_factory=dict)
 
 
 def kernel_from_params(params: Any, layout: list[tuple[int, int]] | None) -> dict[str, Any]:
@@ -311,7 +288,7 @@ def _topological(graph: Any) -> list[tuple[Any, tuple[int, ...]]]:
     return out
 
 
-def walk(graph_handle: int, extra_graphs: tuple[int, ...] = ()) -> Iterator[RawNode]:
+def walk(graph_handle: int, extra_graphs: tuple[int, ...] = ()) -> Iterator[GraphNode]:
     """Every node of a graph in topological order, the nodes of a child graph or
     conditional body right after the node that holds them.
 
@@ -327,19 +304,19 @@ def walk(graph_handle: int, extra_graphs: tuple[int, ...] = ()) -> Iterator[RawN
         yield from _walk(graph, 1, seen)
 
 
-def _walk(graph: int, depth: int, seen: set[int]) -> Iterator[RawNode]:
+def _walk(graph: int, depth: int, seen: set[int]) -> Iterator[GraphNode]:
     driver = _load()
     types = driver.CUgraphNodeType
     if graph in seen:
         return
     seen.add(graph)
-    for order, (node, deps) in enumerate(_topological(driver.CUgraph(graph))):
+    for node, deps in _topological(driver.CUgraph(graph)):
         try:
             kind = _ok(driver.cuGraphNodeGetType(node), "cuGraphNodeGetType")
             name = kind.name.removeprefix("CU_GRAPH_NODE_TYPE_")
         except ValueError:  # a node type newer than these bindings
             kind, name = None, "UNKNOWN"
-        raw = RawNode(int(node), graph, depth, name, order, deps)
+        raw = GraphNode(-1, int(node), graph, depth, name, deps)  # read_graph numbers the walk
         children: list[int] = []
         if kind == types.CU_GRAPH_NODE_TYPE_KERNEL:
             params = _ok(driver.cuGraphKernelNodeGetParams(node), "cuGraphKernelNodeGetParams")

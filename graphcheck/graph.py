@@ -78,7 +78,7 @@ def read_graph(graph: Any, extra_graphs: Iterable[int] = ()) -> list[GraphNode]:
             "this graph has no CUDA graph to read: it was captured on the CPU or by an external capture "
             f"(device {_warp.graph_device(graph)})"
         )
-    return [
-        GraphNode(i, raw.handle, raw.graph, raw.depth, raw.type, raw.deps, raw.fields)
-        for i, raw in enumerate(_cuda.walk(handle, tuple(extra_graphs)))
-    ]
+    nodes = list(_cuda.walk(handle, tuple(extra_graphs)))
+    for index, node in enumerate(nodes):
+        node.index = index
+    return nodes
