@@ -717,7 +717,7 @@ def _build_layout(kernel: Any, adjoint: bool) -> tuple[tuple[ParamSpec, ...], tu
     if adjoint:
         for arg in kernel.adj.args:
             arg_type = arg.type
-            if isinstance(arg_type, _types.indexedarray):
+            if array_family(arg_type) is _types.indexedarray:
                 # Warp passes the gradient of an indexed array as a plain array.
                 arg_type = _types.array(dtype=arg_type.dtype, ndim=arg_type.ndim)
             specs.append(_spec(f"adj_{arg.label}", arg_type))
@@ -740,24 +740,49 @@ def _np_dtype(scalar_type: Any) -> np.dtype | None:
     return np.dtype(dtype) if dtype is not None else None
 
 
+def array_family(arg_type: Any) -> Any:
+    """The array class an argument type stands for, or None when it is no array type.
+
+    Warp resolves ``wp.array[float]`` and ``wp.array2d[wp.vec3]`` annotations to light
+    annotation objects and ``wp.array(dtype=float)`` to array instances; both are the
+    same parameter to a kernel. The family decides the layout: ``array``,
+    ``indexedarray``, ``fabricarray`` or ``indexedfabricarray``.
+    """
+    if not _types.is_array(arg_type):
+        return None
+    family = _concrete_array_type(arg_type)
+    for cls in _ARRAY_FAMILIES:
+        if isinstance(family, type) and issubclass(family, cls):
+            return cls
+    return None
+
+
+def _dense_spec(name: str, arg_type: Any, offset: int) -> ParamSpec:
+    dtype = arg_type.dtype
+    return ParamSpec(
+        name, ParamKind.ARRAY, _types.array_t, ctypes.sizeof(_types.array_t), offset,
+        elem_size=_types.type_size_in_bytes(dtype), dtype=_type_name(dtype),
+    )  # fmt: skip
+
+
 def _spec(name: str, arg_type: Any, offset: int = 0) -> ParamSpec:
+    """How Warp packs one argument (or struct field) of type ``arg_type``: decided by the
+    type Warp resolved, never by how the annotation was spelt."""
     ctype: Any
-    if isinstance(arg_type, _types.array):
-        ctype = _types.array_t
-        return ParamSpec(
-            name, ParamKind.ARRAY, ctype, ctypes.sizeof(ctype), offset,
-            elem_size=_types.type_size_in_bytes(arg_type.dtype), dtype=_type_name(arg_type.dtype),
-        )  # fmt: skip
-    if isinstance(arg_type, _types.indexedarray):
+    family = array_family(arg_type)
+    if family is _types.array:
+        return _dense_spec(name, arg_type, offset)
+    if family is _types.indexedarray:
         ctype = _types.indexedarray_t
-        data = ParamSpec(
-            "data", ParamKind.ARRAY, _types.array_t, ctypes.sizeof(_types.array_t), 0,
-            elem_size=_types.type_size_in_bytes(arg_type.dtype), dtype=_type_name(arg_type.dtype),
-        )  # fmt: skip
+        data = _dense_spec("data", arg_type, 0)
         return ParamSpec(name, ParamKind.INDEXED_ARRAY, ctype, ctypes.sizeof(ctype), offset, children=(data,))
-    if _types.is_array(arg_type):
+    if family is _types.fabricarray or family is _types.indexedfabricarray:
         ctype = type(arg_type.__ctype__())
-        return ParamSpec(name, ParamKind.OPAQUE, ctype, ctypes.sizeof(ctype), offset)
+        kind = ParamKind.FABRIC_ARRAY if family is _types.fabricarray else ParamKind.INDEXED_FABRIC_ARRAY
+        return ParamSpec(name, kind, ctype, ctypes.sizeof(ctype), offset, dtype=_type_name(arg_type.dtype))
+    if family is not None:  # an array family this Warp added after graphcheck was written
+        ctype = type(arg_type.__ctype__())
+        return ParamSpec(name, ParamKind.OPAQUE, ctype, ctypes.sizeof(ctype), offset, dtype=repr(arg_type))
     if isinstance(arg_type, _codegen.Struct):
         ctype = arg_type.ctype
         children = tuple(_spec(field, var.type, getattr(ctype, field).offset) for field, var in arg_type.vars.items())
@@ -765,20 +790,39 @@ def _spec(name: str, arg_type: Any, offset: int = 0) -> ParamSpec:
     if arg_type in _HALF_TYPES:
         return ParamSpec(name, _HALF_TYPES[arg_type], ctypes.c_uint16, 2, offset)
     if isinstance(arg_type, type) and issubclass(arg_type, ctypes.Array):
+        # Vectors, matrices, quaternions, transforms, spatial vectors: flat scalars.
         scalar = getattr(arg_type, "_wp_scalar_type_", None)
         shape = tuple(getattr(arg_type, "_shape_", (arg_type._length_,)))
         kind = ParamKind.VECTOR
         if scalar in _HALF_TYPES:
-            kind = ParamKind.HALF_VECTOR if _HALF_TYPES[scalar] is ParamKind.HALF else ParamKind.OPAQUE
+            kind = ParamKind.HALF_VECTOR if _HALF_TYPES[scalar] is ParamKind.HALF else ParamKind.BFLOAT16_VECTOR
         return ParamSpec(name, kind, arg_type, ctypes.sizeof(arg_type), offset, dtype=_np_dtype(scalar), shape=shape)
     ctype = getattr(arg_type, "_type_", None)
     if isinstance(ctype, type) and issubclass(ctype, ctypes._SimpleCData):
         kind = ParamKind.BOOL if ctype is ctypes.c_bool else ParamKind.SCALAR
         return ParamSpec(name, kind, ctype, ctypes.sizeof(ctype), offset, dtype=_np_dtype(arg_type))
-    ctype = getattr(arg_type, "ctype", None) or getattr(arg_type, "_ctype_", None)
-    if isinstance(ctype, type) and hasattr(ctype, "_fields_"):
-        return ParamSpec(name, ParamKind.OPAQUE, ctype, ctypes.sizeof(ctype), offset)
-    return ParamSpec(name, ParamKind.OPAQUE, None, 0, offset)
+    ctype = getattr(arg_type, "_wp_ctype_", None) or getattr(arg_type, "ctype", None) or getattr(arg_type, "_ctype_", None)
+    if isinstance(ctype, type) and issubclass(ctype, ctypes.Structure) and _plain_fields(ctype):
+        # A handle struct (a texture: its object handle and extents), field by field.
+        children = tuple(
+            ParamSpec(field, ParamKind.SCALAR, ftype, ctypes.sizeof(ftype), getattr(ctype, field).offset)
+            for field, ftype in ctype._fields_
+        )
+        return ParamSpec(name, ParamKind.STRUCT, ctype, ctypes.sizeof(ctype), offset, children=children)
+    size = ctypes.sizeof(ctype) if isinstance(ctype, type) and hasattr(ctype, "_fields_") else 0
+    return ParamSpec(name, ParamKind.OPAQUE, ctype if size else None, size, offset, dtype=_type_repr(arg_type))
+
+
+def _plain_fields(ctype: Any) -> bool:
+    return all(isinstance(f, type) and issubclass(f, ctypes._SimpleCData) for _, f in ctype._fields_)
+
+
+def _type_repr(arg_type: Any) -> str:
+    return getattr(arg_type, "__name__", None) or repr(arg_type)
+
+
+_concrete_array_type = getattr(_types, "concrete_array_type", type)
+_ARRAY_FAMILIES = (_types.indexedarray, _types.fabricarray, _types.indexedfabricarray, _types.array)
 
 
 def _type_name(dtype: Any) -> str:
