@@ -131,7 +131,7 @@ def _array_ref(arr: Any) -> ArrayRef:
 class Session:
     """What one context is recording: its active traces and the call in progress."""
 
-    __slots__ = ("allocations_seen", "appends", "conditional_depth", "in_memset", "pending", "traces")
+    __slots__ = ("allocations_seen", "appends", "conditional_depth", "in_memset", "pending", "traces", "uploading")
 
     def __init__(self, traces: tuple[LaunchTrace, ...]) -> None:
         self.traces = traces
@@ -140,6 +140,7 @@ class Session:
         self.pending: Any = None
         self.in_memset = False
         self.allocations_seen = 0
+        self.uploading = 0  # inside wp.array(data): allocations are filled from host memory
         self.conditional_depth = 0
 
     # -- delivery -------------------------------------------------------------------------
@@ -381,7 +382,11 @@ class Session:
     # -- allocations ----------------------------------------------------------------------
 
     def on_alloc(self, arr: Any, how: str) -> None:
+        """An allocation: ``how`` is ``"allocated"`` (``"uploaded"`` when ``wp.array(data)``
+        fills it from host data) or ``"wrapped"`` (host memory Warp aliased)."""
         self.allocations_seen += 1
+        if how == "allocated" and self.uploading:
+            how = "uploaded"
         span = _warp.array_range(arr)
         if span is None:
             return

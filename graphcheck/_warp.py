@@ -439,7 +439,11 @@ def _init_from_data_hook(self: Any, *args: Any, **kwargs: Any) -> Any:
     if session is None:
         return _orig["init_from_data"](self, *args, **kwargs)
     before = session.allocations_seen
-    result = _orig["init_from_data"](self, *args, **kwargs)
+    session.uploading += 1  # what Warp allocates in here is filled from host data
+    try:
+        result = _orig["init_from_data"](self, *args, **kwargs)
+    finally:
+        session.uploading -= 1
     if session.allocations_seen == before:
         # Warp wrapped the caller's host memory instead of allocating: still a buffer
         # that exists only for this call.
@@ -801,7 +805,9 @@ def _spec(name: str, arg_type: Any, offset: int = 0) -> ParamSpec:
     if isinstance(ctype, type) and issubclass(ctype, ctypes._SimpleCData):
         kind = ParamKind.BOOL if ctype is ctypes.c_bool else ParamKind.SCALAR
         return ParamSpec(name, kind, ctype, ctypes.sizeof(ctype), offset, dtype=_np_dtype(arg_type))
-    ctype = getattr(arg_type, "_wp_ctype_", None) or getattr(arg_type, "ctype", None) or getattr(arg_type, "_ctype_", None)
+    ctype = (
+        getattr(arg_type, "_wp_ctype_", None) or getattr(arg_type, "ctype", None) or getattr(arg_type, "_ctype_", None)
+    )
     if isinstance(ctype, type) and issubclass(ctype, ctypes.Structure) and _plain_fields(ctype):
         # A handle struct (a texture: its object handle and extents), field by field.
         children = tuple(

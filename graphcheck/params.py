@@ -20,11 +20,12 @@ import math
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 __all__ = [
+    "Address",
     "ArrayRef",
     "Opaque",
     "ParamKind",
@@ -116,6 +117,36 @@ class ArrayRef:
         shape = ", ".join(str(s) for s in self.shape)
         kind = f"{self.dtype}[{shape}]" if self.dtype else f"[{shape}]"
         return f"{kind} @ {self.ptr:#x}" if self.ptr else f"{kind} @ null"
+
+    def addresses(self, name: str) -> Iterator[Address]:
+        """The ranges a kernel handed this array may touch: its data and its gradient
+        (``"<name>.grad"``, laid out like the data)."""
+        if not self.ptr:
+            return
+        start, nbytes = self.start, max(self.nbytes, 1)
+        yield Address(name, start, nbytes)
+        if self.grad:
+            yield Address(f"{name}.grad", self.grad + (start - self.ptr), nbytes)
+
+
+class Address(NamedTuple):
+    """One address range an operation hands the device.
+
+    Attributes:
+        arg: the argument it comes from (``"x"``, ``"x.grad"``, ``"state.q"``,
+            ``"idx.indices[0]"``, ``"keys"``).
+        start: the lowest address the operation may touch.
+        nbytes: how many bytes from there (at least 1).
+    """
+
+    arg: str
+    start: int
+    nbytes: int
+
+    @property
+    def end(self) -> int:
+        """One past the last address."""
+        return self.start + self.nbytes
 
 
 @dataclass(frozen=True)

@@ -236,7 +236,7 @@ def test_allocations_are_tracked_and_views_are_not(cpu):
         base[4:8]
         base.reshape((4, 8))
     hows = [(a.via, a.how) for a in trace.allocations]
-    assert hows == [("empty", "allocated"), ("full", "allocated"), ("array", "allocated")]
+    assert hows == [("empty", "allocated"), ("full", "allocated"), ("array", "uploaded")]
     for arr, alloc in zip((e, f, n), trace.allocations):
         assert arr.ptr in alloc
         assert alloc.site.function == "test_allocations_are_tracked_and_views_are_not"
