@@ -811,8 +811,8 @@ def _spec(name: str, arg_type: Any, offset: int = 0) -> ParamSpec:
     if isinstance(ctype, type) and issubclass(ctype, ctypes.Structure) and _plain_fields(ctype):
         # A handle struct (a texture: its object handle and extents), field by field.
         children = tuple(
-            ParamSpec(field, ParamKind.SCALAR, ftype, ctypes.sizeof(ftype), getattr(ctype, field).offset)
-            for field, ftype in ctype._fields_
+            ParamSpec(field[0], ParamKind.SCALAR, field[1], ctypes.sizeof(field[1]), getattr(ctype, field[0]).offset)
+            for field in ctype._fields_
         )
         return ParamSpec(name, ParamKind.STRUCT, ctype, ctypes.sizeof(ctype), offset, children=children)
     size = ctypes.sizeof(ctype) if isinstance(ctype, type) and hasattr(ctype, "_fields_") else 0

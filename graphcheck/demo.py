@@ -17,7 +17,6 @@ allocated during a capture graph-owned.
 from __future__ import annotations
 
 import numpy as np
-
 import warp as wp
 
 
