@@ -90,31 +90,7 @@ def _via_name(code: CodeType) -> str:
     return entry[1]
 
 
-def _plain(value: Any) -> Any:
-    """A fill value or native argument as a plain, comparable Python value."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, ctypes._SimpleCData):
-        return _plain(value.value)
-    if isinstance(value, ctypes.Array):
-        return tuple(_plain(v) for v in value)
-    if isinstance(value, ctypes._Pointer):
-        return bytes(value.contents).hex()
-    obj = getattr(value, "_obj", None)  # ctypes.byref(...)
-    if isinstance(obj, (ctypes.Structure, ctypes.Array, ctypes._SimpleCData)):
-        return bytes(obj).hex()
-    item = getattr(value, "item", None)  # numpy scalars
-    if callable(item) and getattr(value, "shape", None) == ():
-        return _plain(item())
-    inner = getattr(value, "value", None)  # wp.float32(1.0)...
-    if isinstance(inner, (bool, int, float)):
-        return inner
-    if _warp.is_struct_instance(value):
-        return _warp.struct_bytes(value).hex()
-    try:
-        return tuple(_plain(v) for v in value)
-    except TypeError:
-        return repr(value)
+_plain = _warp.plain_value
 
 
 def _array_ref(arr: Any) -> ArrayRef:
@@ -355,7 +331,7 @@ class Session:
         device = _warp.get_device(None if on_device else "cpu")
         handle = _warp.device_stream_handle(device) if on_device else None
         record = LaunchRecord(
-            "native", name, False, None, {f"arg{i}": _plain(a) for i, a in enumerate(args)}, str(device), 0, 0,
+            "native", name, False, None, _warp.native_args(name, args), str(device), 0, 0,
             handle, code, lasti, via, internal, next(_sequence), False, None, (),
         )  # fmt: skip
         return self._run(record, original, args, {}, handle)

@@ -57,7 +57,7 @@ import warp._src.context as _context
 import warp._src.types as _types
 from warp._src import codegen as _codegen
 
-from .params import ParamKind, ParamSpec
+from .params import ArrayRef, ParamKind, ParamSpec
 
 #: Warp releases graphcheck's test suite has run against.
 TESTED_WARP_VERSIONS = ("1.19.0",)
@@ -90,10 +90,11 @@ class UnsupportedWarpError(RuntimeError):
 # --------------------------------------------------------------------------------------
 
 _NATIVE_HELPER = re.compile(
-    r"^wp_(radix_sort_pairs|segmented_sort_pairs|runlength_encode|array_scan|array_sum|array_inner"
-    r"|hash_grid_(?:create|reserve|update)|bvh_(?:create|refit|rebuild)"
-    r"|mesh_(?:create|refit|set_points|set_velocities))_\w+_(host|device)$"
+    r"^wp_(?P<stem>radix_sort_pairs|segmented_sort_pairs|runlength_encode|array_scan|array_sum|array_inner"
+    r"|hash_grid_(?:reserve|update)|bvh_(?:refit|rebuild)|mesh_(?:refit|set_points|set_velocities))"
+    r"(?:_(?P<type>int|uint|int64|uint64|float|double))?_(?P<where>host|device)$"
 )
+
 
 _checked = False
 
@@ -332,7 +333,7 @@ def _install(cpu_invoke: Callable[[Callable[..., Any], bool], Callable[..., Any]
 
     # Warp's native helpers (sort, scan, reductions, spatial structures).
     if not _native_names:
-        _native_names.extend((n, m.group(2) == "device") for n in dir(core) if (m := _NATIVE_HELPER.match(n)))
+        _native_names.extend((n, m["where"] == "device") for n in dir(core) if (m := _NATIVE_HELPER.match(n)))
     for name, on_device in _native_names:
         original = getattr(core, name)
         hook = _native_hooks.get(id(original))
@@ -474,6 +475,121 @@ def _make_native_hook(name: str, original: Any, on_device: bool) -> Callable[...
 
     hook.__name__ = name
     return hook
+
+
+# --------------------------------------------------------------------------------------
+# Native helpers' arguments, by role
+# --------------------------------------------------------------------------------------
+
+_TYPE_SIZES = {"int": 4, "uint": 4, "float": 4, "int64": 8, "uint64": 8, "double": 8, None: 4}
+
+
+def _extent(index: int, scale: int = 1, width: int | None = None) -> Callable[[tuple[Any, ...], int], int]:
+    """Bytes a pointer argument covers: argument ``index`` (a count) times ``scale`` elements
+    of the helper's element size (or of argument ``width``, a size in bytes)."""
+    return lambda args, size: max(int(args[index]), 0) * scale * (int(args[width]) if width is not None else size)
+
+
+# helper -> the name of each argument, and for pointers how many bytes they cover. The
+# signatures are Warp's own calls in warp/_src/utils.py and types.py (HashGrid, Mesh, Bvh).
+_POINTER, _DESCRIPTOR, _VALUE = "pointer", "descriptor", "value"
+_NATIVE_ROLES: dict[str, tuple[tuple[str, str, Any], ...]] = {
+    # Radix sort needs keys and values of twice the count: it sorts through the upper half.
+    "radix_sort_pairs": (("keys", _POINTER, _extent(2, 2)), ("values", _POINTER, _extent(2, 2, 5)),
+                         ("count", _VALUE, None), ("begin_bit", _VALUE, None), ("end_bit", _VALUE, None),
+                         ("value_size", _VALUE, None)),
+    "segmented_sort_pairs": (("keys", _POINTER, _extent(2, 2)), ("values", _POINTER, _extent(2, 2)),
+                             ("count", _VALUE, None), ("segment_starts", _POINTER, _extent(5)),
+                             ("segment_ends", _POINTER, _extent(5)), ("segments", _VALUE, None)),
+    "runlength_encode": (("values", _POINTER, _extent(4)), ("run_values", _POINTER, _extent(4)),
+                         ("run_lengths", _POINTER, _extent(4)), ("run_count", _POINTER, lambda a, s: 4),
+                         ("count", _VALUE, None)),
+    "array_scan": (("src", _POINTER, _extent(2, 1, 3)), ("dest", _POINTER, _extent(2, 1, 4)), ("count", _VALUE, None),
+                   ("src_stride", _VALUE, None), ("dest_stride", _VALUE, None), ("type_length", _VALUE, None),
+                   ("inclusive", _VALUE, None)),
+    "array_sum": (("values", _POINTER, _extent(2, 1, 3)), ("out", _POINTER, lambda a, s: int(a[4]) * s),
+                  ("count", _VALUE, None), ("stride", _VALUE, None), ("type_length", _VALUE, None)),
+    "array_inner": (("a", _POINTER, _extent(3, 1, 4)), ("b", _POINTER, _extent(3, 1, 5)),
+                    ("out", _POINTER, lambda a, s: s), ("count", _VALUE, None), ("stride_a", _VALUE, None),
+                    ("stride_b", _VALUE, None), ("type_length", _VALUE, None)),
+    "hash_grid_update": (("grid", _VALUE, None), ("type_id", _VALUE, None), ("radius", _VALUE, None),
+                         ("points", _DESCRIPTOR, None), ("groups", _DESCRIPTOR, None)),
+    "hash_grid_reserve": (("grid", _VALUE, None), ("type_id", _VALUE, None), ("count", _VALUE, None),
+                          ("with_groups", _VALUE, None)),
+    "mesh_refit": (("mesh", _VALUE, None),),
+    "mesh_set_points": (("mesh", _VALUE, None), ("points", _DESCRIPTOR, None)),
+    "mesh_set_velocities": (("mesh", _VALUE, None), ("velocities", _DESCRIPTOR, None)),
+    "bvh_refit": (("bvh", _VALUE, None),),
+    "bvh_rebuild": (("bvh", _VALUE, None), ("constructor", _VALUE, None)),
+}  # fmt: skip
+
+
+def native_args(label: str, args: tuple[Any, ...]) -> dict[str, Any]:
+    """A native helper's arguments by role: buffers as :class:`~graphcheck.params.ArrayRef`
+    (with the bytes the helper may touch), the rest as plain values.
+
+    Args:
+        label: the helper without its ``wp_`` prefix (``"radix_sort_pairs_int_host"``).
+        args: what Warp passed it.
+    """
+    match = _NATIVE_HELPER.match(f"wp_{label}")
+    roles = _NATIVE_ROLES.get(match["stem"]) if match else None
+    if roles is None or len(args) > len(roles):
+        return {f"arg{i}": plain_value(a) for i, a in enumerate(args)}
+    size = _TYPE_SIZES[match["type"]] if match else 4
+    out: dict[str, Any] = {}
+    for (name, role, extent), value in zip(roles, args):
+        if role == _POINTER:
+            ptr = as_address(value)
+            out[name] = ArrayRef(ptr, extent(args, size) if ptr else 0)
+        elif role == _DESCRIPTOR:
+            raw = _descriptor_bytes(value)
+            out[name] = descriptor_ref(raw) if raw is not None else None
+        else:
+            out[name] = plain_value(value)
+    return out
+
+
+def _descriptor_bytes(value: Any) -> bytes | None:
+    obj = getattr(value, "_obj", value)  # ctypes.byref(array_t) or the array_t itself
+    return bytes(obj) if isinstance(obj, _types.array_t) else None
+
+
+def descriptor_ref(raw: bytes) -> ArrayRef:
+    """An ``array_t`` a native helper was handed, as an :class:`~graphcheck.params.ArrayRef`."""
+    value = _types.array_t.from_buffer_copy(raw)
+    ndim = int(value.ndim)
+    shape = tuple(int(s) for s in value.shape[:ndim])
+    strides = tuple(int(s) for s in value.strides[:ndim])
+    elem = abs(strides[-1]) if strides else 1
+    return ArrayRef(int(value.data or 0), span_bytes(shape, strides, elem), shape, strides, int(value.grad or 0))
+
+
+def plain_value(value: Any) -> Any:
+    """A fill value or native argument as a plain, comparable Python value."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, ctypes._SimpleCData):
+        return plain_value(value.value)
+    if isinstance(value, ctypes.Array):
+        return tuple(plain_value(v) for v in value)
+    if isinstance(value, ctypes._Pointer):
+        return bytes(value.contents).hex()
+    obj = getattr(value, "_obj", None)  # ctypes.byref(...)
+    if isinstance(obj, (ctypes.Structure, ctypes.Array, ctypes._SimpleCData)):
+        return bytes(obj).hex()
+    item = getattr(value, "item", None)  # numpy scalars
+    if callable(item) and getattr(value, "shape", None) == ():
+        return plain_value(item())
+    inner = getattr(value, "value", None)  # wp.float32(1.0)...
+    if isinstance(inner, (bool, int, float)):
+        return inner
+    if is_struct_instance(value):
+        return struct_bytes(value).hex()
+    try:
+        return tuple(plain_value(v) for v in value)
+    except TypeError:
+        return repr(value)
 
 
 # --------------------------------------------------------------------------------------

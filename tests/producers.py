@@ -130,7 +130,42 @@ class ReplayedCommandParam(Producer):
         self.cmd.launch()
 
 
+class HashGridRadius(Producer):
+    """A hash grid rebuilt every call with a cell size that follows a host value."""
+
+    expected = "scalar-drift"
+    wrong_replay_on_cpu = False  # the grid's cells are not a Warp array the twin compares
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.grid = wp.HashGrid(4, 4, 4, device=device)
+        self.points = wp.array(np.random.default_rng(1).random((N, 3)), dtype=wp.vec3, device=device)
+        self.radius = 0.2
+
+    def step(self):
+        self.radius *= 1.1
+        self.grid.build(self.points, radius=self.radius)
+
+
 # -- buffer-drift ------------------------------------------------------------------------
+
+
+class HashGridPointSwap(Producer):
+    """A hash grid built from whichever of two point buffers is current: swapped each call."""
+
+    expected = "buffer-drift"
+    wrong_replay_on_cpu = False  # the grid's cells are not a Warp array the twin compares
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.grid = wp.HashGrid(4, 4, 4, device=device)
+        rng = np.random.default_rng(2)
+        self.points = wp.array(rng.random((N, 3)), dtype=wp.vec3, device=device)
+        self.previous = wp.array(rng.random((N, 3)), dtype=wp.vec3, device=device)
+
+    def step(self):
+        self.grid.build(self.points, radius=0.25)
+        self.points, self.previous = self.previous, self.points
 
 
 class OddPingPong(Producer):
@@ -586,6 +621,20 @@ class ConditionalBranch(Producer):
         wp.capture_if(self.flag, on_true=lambda: self.launch(K.add_one, [self.x]))
 
 
+class HashGridRebuild(Producer):
+    """A hash grid rebuilt every call from owned points, with a fixed cell size."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.grid = wp.HashGrid(4, 4, 4, device=device)
+        self.points = wp.array(np.random.default_rng(3).random((N, 3)), dtype=wp.vec3, device=device)
+
+    def step(self):
+        self.launch(K.jitter_points, [self.points])
+        self.grid.build(self.points, radius=0.25)
+        self.launch(K.count_neighbors, [self.grid.id, self.points, self.x])
+
+
 class ContentsChangedInPlace(Producer):
     """Safe to capture, and after it the buffers' contents change in place: still safe."""
 
@@ -603,7 +652,9 @@ UNSAFE = [
     HostRngSeed,
     StructFieldCounter,
     ReplayedCommandParam,
+    HashGridRadius,
     OddPingPong,
+    HashGridPointSwap,
     RotatingView,
     ArrayFromNumpyPerCall,
     CopyFromHostTemporary,
@@ -634,6 +685,7 @@ SAFE = [
     ConstantStruct,
     ConditionalLoop,
     ConditionalBranch,
+    HashGridRebuild,
     ContentsChangedInPlace,
 ]
 ALL = UNSAFE + STALE + SAFE
