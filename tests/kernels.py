@@ -148,7 +148,7 @@ def jitter_points(points: wp.array[wp.vec3]):
 def count_neighbors(grid: wp.uint64, points: wp.array[wp.vec3], counts: wp.array[float]):
     i = wp.tid()
     query = wp.hash_grid_query(grid, points[i], 0.25)
-    n = 0.0
+    n = wp.float32(0.0)  # a dynamic variable: the loop adds to it
     for _ in query:
         n += 1.0
     counts[i] = n
