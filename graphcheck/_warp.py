@@ -327,6 +327,16 @@ def _install(cpu_invoke: Callable[[Callable[..., Any], bool], Callable[..., Any]
         if getattr(wp, name, None) is original:
             _set_attr(wp, name, conditional)
 
+    # Readbacks and synchronisation: a CPU capture runs them, a CUDA capture cannot.
+    for cls, method in ((_types.array, "numpy"), (_types.noncontiguous_array_base, "numpy")):
+        _set_attr(cls, method, _host_sync_hook(f"array.{method}()", vars(cls)[method]))
+    for name in _SYNCHRONIZE:
+        original = getattr(_context, name)
+        synchronize = _host_sync_hook(f"wp.{name}()", original)
+        _set_attr(_context, name, synchronize)
+        if getattr(wp, name, None) is original:
+            _set_attr(wp, name, synchronize)
+
     # Allocations.
     _orig["init_new"] = _set_attr(_types.array, "_init_new", _init_new_hook)
     _orig["init_from_data"] = _set_attr(_types.array, "_init_from_data", _init_from_data_hook)
@@ -450,6 +460,23 @@ def _init_from_data_hook(self: Any, *args: Any, **kwargs: Any) -> Any:
         # that exists only for this call.
         session.on_alloc(self, "wrapped")
     return result
+
+
+_SYNCHRONIZE = ("synchronize", "synchronize_device", "synchronize_stream", "synchronize_event")
+
+
+def _host_sync_hook(what: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    """A readback or synchronisation: noted, then done as Warp does it."""
+
+    def hook(*args: Any, **kwargs: Any) -> Any:
+        session = ACTIVE.get()
+        if session is not None:
+            session.on_host_sync(what)
+        return original(*args, **kwargs)
+
+    hook.__name__ = hook.__qualname__ = getattr(original, "__name__", what)
+    hook.__doc__ = original.__doc__
+    return hook
 
 
 def _make_conditional_hook(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
