@@ -650,7 +650,9 @@ class LaunchTrace:
     def foreign_pointers(
         self, buffers: BufferSet, *, ignore: Iterable[Any] = ()
     ) -> list[tuple[LaunchRecord, str, int]]:
-        """``(record, argument, address)`` of every address outside ``buffers``.
+        """``(record, argument, address)`` of every address range not wholly inside one of
+        ``buffers`` (see :meth:`LaunchRecord.addresses`: gradients, indices, struct fields
+        and native helpers' buffers included).
 
         Args:
             buffers: the buffers the producer owns.
@@ -661,9 +663,10 @@ class LaunchTrace:
         extra = ignore if isinstance(ignore, BufferSet) else BufferSet.of(ignore)
         out = []
         for record in self.records:
-            for name, ptr in record.pointers():
-                if buffers.locate(ptr) is None and extra.locate(ptr) is None:
-                    out.append((record, name, ptr))
+            for address in record.addresses():
+                start, nbytes = address.start, address.nbytes
+                if buffers.find(start, nbytes) is None and extra.find(start, nbytes) is None:
+                    out.append((record, address.arg, start))
         return out
 
 
