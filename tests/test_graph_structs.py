@@ -371,6 +371,7 @@ def test_conditional_records_are_matched_to_their_conditional_node():
     sets its handle), so it no longer counts as an operation that escaped the capture."""
     keep = Keep()
     trace, conditional, body_launch = conditional_trace()
+    conditional.device = body_launch.device = "cuda:0"  # as recorded on CUDA
     conditional.capture = span((), (0x72,), bodies=(BODY,))
     body_launch.cuda = (FUNC, 4, 0, 256, 1, 1, 0)
     body_launch.capture = span((), (0x73,), graph=BODY)
@@ -383,6 +384,26 @@ def test_conditional_records_are_matched_to_their_conditional_node():
     assert [(n.role, n.record) for n in (setter, node, inner)] == [
         ("warp-conditional", 0), ("recorded", 0), ("recorded", 1)
     ]  # fmt: skip
+
+
+def test_the_session_learns_the_bodies_warp_resumes_a_capture_into():
+    """Defect 1, capture side (no driver runs): inside wp.capture_if Warp resumes the
+    capture into each body graph (its capture_resume, which graphcheck hooks); the
+    conditional record learns those bodies, and not the parent graph resumed after."""
+    from types import SimpleNamespace
+
+    condition = wp.array([1], dtype=int, device=DEVICE)
+
+    def branch():
+        session = _warp.ACTIVE.get()
+        conditional = session.conditionals[-1]
+        conditional.capture = span((), ())  # where a CUDA capture stood before wp.capture_if
+        for resumed in (BODY, BODY, GRAPH):  # the body (twice: ignored), then the parent again
+            session.on_capture_resume(SimpleNamespace(graph=ctypes.c_void_p(resumed)))  # a wp.Graph's handle
+
+    with gc.trace_launches() as trace:
+        wp.capture_if(condition, on_true=branch)
+    assert trace[0].capture.bodies == (BODY,)
 
 
 def recorded_conditional(version, *, graph_branch):
