@@ -163,34 +163,40 @@ def span_nodes(nodes: Sequence[GraphNode], span: CaptureSpan) -> list[GraphNode]
     ``before``; every ancestor of ``after`` when ``before`` is empty), in ``nodes``' order.
 
     Args:
-        nodes: the nodes of ``span.graph``, each with its ``deps``.
+        nodes: the nodes of ``span.graph`` in topological order, each with its ``deps``.
         span: where the capturing stream stood before and after the operation.
     """
-    by_handle = {n.handle: n for n in nodes if n.graph == span.graph}
-    ancestors: set[int] = set()
-    stack = [h for h in span.after if h in by_handle]
-    while stack:
-        handle = stack.pop()
-        if handle in ancestors:
-            continue
-        ancestors.add(handle)
-        stack += by_handle[handle].deps
-    before = set(span.before)
-    if before:
-        # Keep the ancestors that descend from `before` (a node outside it that depends
-        # on it, directly or not).
-        descends: dict[int, bool] = {}
+    return _Graph([n for n in nodes if n.graph == span.graph]).span(span)
 
-        def from_before(handle: int) -> bool:
-            if handle not in descends:
-                descends[handle] = False  # a DAG has no cycle; this only guards the recursion
-                node = by_handle.get(handle)
-                deps = node.deps if node is not None else ()
-                descends[handle] = any(d in before or from_before(d) for d in deps)
-            return descends[handle]
 
-        ancestors = {h for h in ancestors if h not in before and from_before(h)}
-    return [n for n in nodes if n.handle in ancestors and n.graph == span.graph]
+class _Graph:
+    """The nodes of one graph, indexed once for every span asked of it."""
+
+    def __init__(self, nodes: Sequence[GraphNode]) -> None:
+        self.by_handle = {n.handle: n for n in nodes}
+        self.position = {n.handle: i for i, n in enumerate(nodes)}
+
+    def span(self, span: CaptureSpan) -> list[GraphNode]:
+        by_handle, before = self.by_handle, set(span.before)
+        # Walk back from `after`, stopping at `before`: for the usual chain of one stream,
+        # that visits the operation's own nodes only.
+        found: set[int] = set()
+        stack = [h for h in span.after if h in by_handle and h not in before]
+        while stack:
+            handle = stack.pop()
+            if handle not in found:
+                found.add(handle)
+                stack += [d for d in by_handle[handle].deps if d in by_handle and d not in before]
+        ordered = sorted(found, key=self.position.__getitem__)
+        if before:
+            # Keep those that descend from `before`: a branch that reaches back past it
+            # (work another stream left dangling, joined at a resume) is not this operation's.
+            descends: set[int] = set()
+            for handle in ordered:  # topological: a node's deps come before it
+                if any(d in before or d in descends for d in by_handle[handle].deps):
+                    descends.add(handle)
+            ordered = [h for h in ordered if h in descends]
+        return [by_handle[h] for h in ordered]
 
 
 def match_nodes(nodes: Sequence[GraphNode], trace: LaunchTrace, *, warp_functions: Any = None) -> GraphMatch:
@@ -215,6 +221,7 @@ def match_nodes(nodes: Sequence[GraphNode], trace: LaunchTrace, *, warp_function
     by_graph: dict[int, list[GraphNode]] = {}
     for node in nodes:
         by_graph.setdefault(node.graph, []).append(node)
+    graphs = {graph: _Graph(members) for graph, members in by_graph.items()}
 
     # Each node goes to the smallest span holding it: a nested operation (the gradient
     # copy inside wp.copy) keeps its own node; ties go to the later, inner, record.
@@ -223,7 +230,7 @@ def match_nodes(nodes: Sequence[GraphNode], trace: LaunchTrace, *, warp_function
         span = record.capture
         if span is None:
             continue
-        members = span_nodes(by_graph.get(span.graph, ()), span)
+        members = graphs[span.graph].span(span) if span.graph in graphs else []
         for node in members:
             size = len(members)
             held = claims.get(node.handle)
@@ -424,8 +431,9 @@ def _bodies_from_capture(nodes: Sequence[GraphNode], spans: Sequence[CaptureSpan
     ``capture_while`` records: Warp adds one single-body conditional node per branch,
     the ``if`` branch first, and captures the bodies in that order."""
     out: dict[int, tuple[int, ...]] = {}
+    graph = _Graph(nodes)
     for span in spans:
-        conditionals = [n for n in span_nodes(nodes, span) if n.type == "CONDITIONAL"]
+        conditionals = [n for n in graph.span(span) if n.type == "CONDITIONAL"]
         if len(conditionals) == len(span.bodies):
             out.update((n.handle, (body,)) for n, body in zip(conditionals, span.bodies))
         elif conditionals:

@@ -57,7 +57,7 @@ def test_kernel_memset_and_memcpy_nodes_match_their_records(device):
 def test_a_corrupted_kernel_node_is_a_node_mismatch(device):
     a, b = wp.zeros(64, dtype=float, device=device), wp.ones(64, dtype=float, device=device)
     trace, graph = captured(device, lambda: wp.launch(K.scale, dim=64, inputs=[a, b, 2.5, 3], device=device))
-    node = trace[0].node[1][0]
+    (node,) = trace[0].capture.after  # the one node the launch added
     params = _cuda.kernel_params(node)
     values = list(trace[0].param_bytes)
     values[3] = bytes(ctypes.c_float(7.0))  # the scalar `s`
