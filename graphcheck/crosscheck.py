@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import _warp
+from ._cuda import GraphInspectError
 from .findings import Finding, make_finding
 from .graph import GraphMatch, GraphNode, read_match
 from .params import ArrayRef, expected_cuda_config, field_at
@@ -214,8 +215,6 @@ def check_graph(graph: Any, trace: LaunchTrace, *, allow_foreign_nodes: bool = F
 
     A graph that cannot be read gives a note, not a finding.
     """
-    from ._cuda import GraphInspectError
-
     try:
         match = read_match(graph, trace)
     except GraphInspectError as error:

@@ -93,7 +93,7 @@ def to_dot(checked: CheckedGraph, title: str | None = None) -> str:
         f'  label="{_escape(title)}"; labelloc=t; fontname="Helvetica";',
         '  node [shape=box fontname="Helvetica" fontsize=10];',
     ]
-    match = getattr(checked, "graph_match", None)
+    match = checked.graph_match
     if match is not None:
         lines += _graph_lines(match, flagged)
     elif checked.trace is not None:

@@ -408,7 +408,7 @@ def _walk(
     except _cuda.GraphInspectError as error:
         if required:
             raise
-        out.append(GraphNode(-1, 0, graph, depth, "GRAPH", error=f"graph {graph:#x} could not be read: {error}"))
+        out.append(GraphNode(-1, 0, graph, depth, "UNKNOWN", error=f"graph {graph:#x} could not be read: {error}"))
         return
     learnt = _bodies_from_capture(nodes, spans.get(graph, ()))
     for node in nodes:

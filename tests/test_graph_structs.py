@@ -696,3 +696,43 @@ def test_a_cpu_graph_cannot_be_read_as_a_cuda_graph():
         wp.launch(K.add_one, dim=4, inputs=[a], device=DEVICE)
     with pytest.raises(ValueError, match="captured on the CPU"):
         read_match(capture.graph, trace)
+
+
+def test_a_body_graph_that_cannot_be_read_is_a_gap():
+    """No driver runs: the recorded driver fails to list a body graph's nodes."""
+    trace, conditional, body_launch = conditional_trace()
+    trace._items.remove(body_launch)
+    conditional.capture = span((), (0x82,), bodies=(BODY,))
+    recorded = recorded_conditional(13000, graph_branch=True)
+    recorded.failures[("cuGraphGetNodes", BODY)] = driver.CUresult.CUDA_ERROR_INVALID_VALUE
+    match = match_nodes(walk(_cuda.Reader(recorded, 13000), GRAPH, trace.records), trace)
+    assert [n.role for n in match.nodes] == ["warp-conditional", "recorded", "unread"]
+    (gap,) = match.gaps
+    assert f"graph {BODY:#x} could not be read: cuGraphGetNodes failed" in gap
+
+
+def test_the_picture_draws_the_matched_nodes_without_reading_the_graph_again():
+    from graphcheck import dot
+    from graphcheck.findings import Report
+    from graphcheck.guard import CheckedGraph
+
+    keep = Keep()
+    trace, record, _ = recorded_launch()
+    record.capture = span((0x2,), (0x1,))
+    foreign = kernel_node(kernel_struct([b"\x00" * 8], keep, func=0xBEEF), [(0, 8)], handle=0x2, name="other_lib")
+    ours = kernel_node(kernel_struct(record.param_bytes, keep), layout_of(record), index=1, deps=(0x2,))
+    match = match_nodes([foreign, ours], trace)
+    checked = CheckedGraph(None, Report(), device="cuda:0", owners=None, baked=list, on_failure="ignore",
+                           replay_check="never", trace=trace, graph_match=match)  # fmt: skip
+    source = dot.to_dot(checked)
+    assert "n2 -> n1;" in source and "#0 scale" in source
+    assert 'label="kernel other_lib\\n(foreign)" style="filled" fillcolor="#f4c7c3"' in source
+
+
+def test_the_cross_check_imports_neither_the_guard_nor_the_picture():
+    import subprocess
+    import sys
+
+    code = "import sys, graphcheck.crosscheck; print(sorted(m for m in sys.modules if m.startswith('graphcheck.')))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "graphcheck.guard" not in loaded and "graphcheck.dot" not in loaded, loaded
