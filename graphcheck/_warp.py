@@ -656,6 +656,18 @@ ALLOCATING_FUNCTIONS = frozenset(
 )  # fmt: skip
 
 
+#: The Warp functions a user calls to make an array: an allocation made under any other
+#: Warp function (``wp.fem.integrate``, ``HashGrid.build``) is Warp's own, for its caches
+#: and scratch.
+USER_ALLOCATORS = frozenset(
+    {
+        "zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "empty", "empty_like", "clone",
+        "array", "from_numpy", "contiguous", "to", "assign", "copy", "_alloc_grad", "grad", "requires_grad",
+        "indexedarray", "reshape", "view", "flatten", "transpose",
+    }
+)  # fmt: skip
+
+
 def is_array(value: Any) -> bool:
     """Whether ``value`` is any kind of Warp array (dense, indexed, fabric)."""
     return isinstance(value, _types.Array)

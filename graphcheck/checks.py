@@ -265,16 +265,36 @@ def _size(nbytes: int) -> str:
     return f"{nbytes} bytes"
 
 
-def ownership(captured: LaunchTrace, owned: BufferSet) -> list[Finding]:
+def held_by_warp(captured: LaunchTrace, reference: LaunchTrace | None) -> dict[int, Allocation]:
+    """Buffers Warp made for itself during the reference call and kept, that the captured
+    call uses (``wp.fem.integrate``'s quadrature points): start address -> allocation.
+
+    Warp holds them (its own caches), not the owners; a replay finds them where it left
+    them, so they are not ``foreign-buffer``.
+    """
+    held: dict[int, Allocation] = {}
+    if reference is None or not reference.allocations:
+        return held
+    for _, record, address in _uses(captured):
+        if captured.allocation_at(address.start, record.seq) is not None:
+            continue
+        alloc = reference.allocation_at(address.start)
+        if alloc is not None and alloc.by_warp and address.start + address.nbytes <= alloc.end:
+            held[address.start] = alloc
+    return held
+
+
+def ownership(captured: LaunchTrace, owned: BufferSet, held: dict[int, Allocation] | None = None) -> list[Finding]:
     """One finding per address range outside the owned buffers (and outside every
-    buffer the call made)."""
+    buffer the call made, and every buffer Warp holds for itself: see :func:`held_by_warp`)."""
     # One finding per foreign address: a shared scratch buffer used by three launches
     # is one cause.
+    held = held or {}
     groups: dict[int, list[tuple[int, LaunchRecord, Address]]] = {}
     for index, record, address in _uses(captured):
         if captured.allocation_at(address.start, record.seq) is not None:
             continue  # a temporary of the call: allocations() judges it
-        if owned.find(address.start, address.nbytes) is not None:
+        if address.start in held or owned.find(address.start, address.nbytes) is not None:
             continue
         groups.setdefault(address.start, []).append((index, record, address))
     findings = []

@@ -180,7 +180,7 @@ def _where(trace: LaunchTrace, record: LaunchRecord, ptr: int, buffers: BufferSe
         # put them.
         site, order = trace.allocation_order(alloc)
         offset = ptr - alloc.start
-        return ("<temporary>", site, order, offset), f"temporary #{order} from {site.short}+{offset}"
+        return ("<temporary>", site, alloc.label, order, offset), f"temporary #{order} from {site.short}+{offset}"
     if buffers is not None:
         return ("<foreign>", ptr), f"foreign {ptr:#x}"
     return ptr, None

@@ -571,7 +571,15 @@ class GraphGuard:
         if not len(user):
             notes.append("the capture recorded no operation: the graph does nothing when replayed")
         if owned is not None and not validated_before:
-            findings += checks.ownership(user, owned)
+            held = checks.held_by_warp(user, self._reference_trace)
+            if held:
+                nbytes = sum(a.nbytes for a in set(held.values()))
+                vias = ", ".join(sorted({f"wp.{a.via}" for a in held.values()}))
+                notes.append(
+                    f"{len(set(held.values()))} buffer(s) Warp made for itself during the reference call and kept "
+                    f"({nbytes} bytes, under {vias}) are used: Warp holds them, the owners need not"
+                )
+            findings += checks.ownership(user, owned, held)
             ran.append("ownership")
         elif owned is None:
             notes.append("no owners: the ownership check did not run and replays are not checked")

@@ -420,6 +420,12 @@ class Allocation:
         """Its size in bytes."""
         return self.end - self.start
 
+    @property
+    def by_warp(self) -> bool:
+        """Whether Warp made it for itself under a call of the user's (the scratch and caches
+        of ``wp.fem.integrate``, ``HashGrid.build``...) rather than the user asking for an array."""
+        return self.via not in _warp.USER_ALLOCATORS
+
     def __str__(self) -> str:
         return f"{self.label} {self.how} at {self.site.short}" + (f" (wp.{self.via})" if self.via else "")
 
@@ -571,18 +577,22 @@ class LaunchTrace:
         return best
 
     def allocation_order(self, alloc: Allocation) -> tuple[Site, int]:
-        """``(site, k)``: ``alloc`` is the k-th allocation (from 0) this trace saw at its site.
+        """``(site, k)``: ``alloc`` is the k-th allocation (from 0) of its kind (dtype, shape,
+        device) this trace saw at its site.
 
         Two calls of the same code make their temporaries in the same order; this is how
         they are matched, since the allocator may hand out other addresses each time.
         """
         order = self._alloc_order
         if len(order) != len(self.allocations):
-            counts: dict[Site, int] = {}
+            # Counted per kind of buffer (dtype, shape, device) too: a cache a Warp call
+            # fills on its first call only (a quadrature's points) must not shift the count
+            # of the result buffers the same line makes on every call.
+            counts: dict[tuple[Site, str], int] = {}
             order.clear()
             for a in self.allocations:
-                k = counts.get(a.site, 0)
-                counts[a.site] = k + 1
+                k = counts.get((a.site, a.label), 0)
+                counts[(a.site, a.label)] = k + 1
                 order[a] = (a.site, k)
         return order[alloc]
 
