@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .compare import Difference, compare_traces, value_texts
 from .findings import Finding, make_finding
-from .params import Address, ArrayRef
+from .params import Address, ArrayRef, Opaque
 
 if TYPE_CHECKING:
     from .buffers import BufferSet
@@ -350,3 +350,18 @@ def cuda_rules(captured: LaunchTrace) -> list[Finding]:
             )
         )
     return findings
+
+
+def undecoded(captured: LaunchTrace) -> list[str]:
+    """Notes naming each argument whose type graphcheck cannot decode (compared by its bytes,
+    so a change is still found, but an address inside it is not checked)."""
+    seen: dict[tuple[str, str], str] = {}
+    for record in captured.records:
+        for name, value in record.args.items():
+            if isinstance(value, Opaque) and (record.kernel, name) not in seen:
+                seen[(record.kernel, name)] = value.type_name
+    return [
+        f"{kernel} argument {name!r} has type {type_name}, which graphcheck cannot decode: it is compared by its "
+        "bytes, and no address inside it is checked"
+        for (kernel, name), type_name in seen.items()
+    ]

@@ -566,6 +566,7 @@ class GraphGuard:
             if temporaries:
                 notes.append(temporaries)
         ran.append("allocations")
+        notes += checks.undecoded(user)
         if self.device.startswith("cpu"):
             findings += checks.cuda_rules(user)
         if not len(user):
