@@ -484,7 +484,8 @@ def test_an_argument_of_a_type_graphcheck_cannot_decode_is_named_in_a_note():
     (value,) = decode((bounds, spec), (b"", b"\x01\x02\x03\x04")).values()
     assert value == Opaque(b"\x01\x02\x03\x04", "MyNativeType")
     assert "4 bytes 01020304" in str(value)
-    record = LaunchRecord("native", "custom_op", False, None, {"blob": value}, "cpu", 0, 0, None, None, -1, "", False, 1)
+    args = {"blob": value}
+    record = LaunchRecord("native", "custom_op", False, None, args, "cpu", 0, 0, None, None, -1, "", False, 1)
     trace = gc.LaunchTrace()
     trace._items = [record]
     (note,) = checks.undecoded(trace)
