@@ -20,7 +20,7 @@ from .params import Address, ArrayRef, Opaque
 
 if TYPE_CHECKING:
     from .buffers import BufferSet
-    from .record import Allocation, LaunchRecord, LaunchTrace
+    from .record import Allocation, LaunchRecord, LaunchTrace, Site
 
 __all__ = ["allocations", "drift", "ownership"]
 
@@ -365,3 +365,28 @@ def undecoded(captured: LaunchTrace) -> list[str]:
         "bytes, and no address inside it is checked"
         for (kernel, name), type_name in seen.items()
     ]
+
+
+_MEMPOOL_FIX = (
+    "enable the device's memory pool before capturing (wp.set_mempool_enabled(device, True)), so that memory the "
+    "call allocates becomes graph-owned; or allocate the buffers once, outside the captured call"
+)
+
+
+def capture_failed(error: BaseException, site: Site | None, operations: int) -> Finding:
+    """The ``capture-error`` for a capture Warp could not complete, at the user's line.
+
+    Allocating on a CUDA device whose memory pool is off fails inside a capture: the fix
+    then is the memory pool, not moving a readback.
+    """
+    text = str(error).strip()
+    mempool = "mempool" in text or "memory pool" in text
+    return make_finding(
+        "capture-error",
+        f"the capture failed with {type(error).__name__}",
+        index=operations or None,
+        site=site,
+        captured=text,
+        values=text.splitlines()[0] if text else type(error).__name__,
+        fix=_MEMPOOL_FIX if mempool else None,
+    )

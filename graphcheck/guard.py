@@ -609,14 +609,7 @@ class GraphGuard:
 
     def _capture_error_report(self, error: BaseException, trace: LaunchTrace) -> Report:
         site = _user_site(error.__traceback__) or self._site
-        finding = make_finding(
-            "capture-error",
-            f"the capture failed with {type(error).__name__}",
-            index=len(trace) if len(trace) else None,
-            site=site,
-            captured=str(error),
-            values=str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__,
-        )
+        finding = checks.capture_failed(error, site, len(trace))
         return Report(
             [finding],
             allow=self.allow,

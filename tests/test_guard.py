@@ -459,3 +459,20 @@ def test_assert_pointers_within_agrees_with_the_ownership_check():
         sim.step()
     with pytest.raises(AssertionError, match="outside the 2 allowed buffers"):
         gc.assert_pointers_within(trace, owned)
+
+
+def test_an_allocation_without_a_memory_pool_is_a_capture_error_with_the_mempool_fix():
+    from graphcheck import checks
+
+    # Warp's own message when a CUDA device allocates inside a capture with its pool off.
+    error = RuntimeError(
+        "Failed to allocate 256 bytes on device 'cuda:0':  Failed to allocate memory during graph capture because "
+        "memory pools are not enabled on device 'cuda:0'.  Try calling wp.set_mempool_enabled('cuda:0', True) "
+        "before capture begins."
+    )
+    finding = checks.capture_failed(error, None, 2)
+    assert finding.kind == "capture-error" and finding.index == 2
+    assert "wp.set_mempool_enabled(device, True)" in finding.fix
+    assert "memory pools are not enabled" in finding.message
+    other = checks.capture_failed(RuntimeError("Cannot synchronize device while graph capture is active"), None, 0)
+    assert "readbacks" in other.fix
