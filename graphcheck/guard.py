@@ -412,12 +412,9 @@ class GraphGuard:
             self._owners: tuple[Any, ...] | BufferSet | None = (reference,) if reference is not None else None
         else:
             self._owners = _owners_tuple(owners)
-            explicit = not isinstance(owners, (InferredOwners, BufferSet))
-            if explicit and self.enabled and not len(buffers_of(*self._owners)):
-                raise ValueError(
-                    f"owners={owners!r} hold no Warp arrays: pass the objects that hold the buffers the captured "
-                    "call uses (the simulator, the environment), or a graphcheck.BufferSet"
-                )
+        # Owners the user named must hold arrays; that is checked on the one walk of the
+        # owners each capture makes, when the block ends (see _owned_after).
+        self._explicit_owners = owners is not None and not isinstance(owners, (InferredOwners, BufferSet))
         self.name = name or (_callable_name(reference) if reference is not None else "guarded block")
         options: dict[str, Any] = {"stream": stream, "force_module_load": force_module_load}
         if capture_mode is not None:
@@ -515,7 +512,7 @@ class GraphGuard:
             return False
         if trace is None:  # a capture error at a site validated before: record it as such
             trace = LaunchTrace()
-        owned = self._owned()
+        owned = self._owned_after()
         user = trace.user_view()
         if capture_error is not None:
             self.graph = None
@@ -541,6 +538,17 @@ class GraphGuard:
 
     def _owned(self) -> BufferSet | None:
         return _owned_buffers(self._owners)
+
+    def _owned_after(self) -> BufferSet | None:
+        """The owners' buffers once the block ended: the one walk of the owners a capture
+        makes, by the names they hold them under now (a swapped buffer has changed names)."""
+        owned = self._owned()
+        if self._explicit_owners and owned is not None and not len(owned):
+            raise ValueError(
+                f"owners={self._owners!r} hold no Warp arrays: pass the objects that hold the buffers the captured "
+                "call uses (the simulator, the environment), or a graphcheck.BufferSet"
+            )
+        return owned
 
     def _analyze(self, trace: LaunchTrace, user: LaunchTrace, owned: BufferSet | None) -> Report:
         """The checks on a capture: ``trace`` has every operation (Warp's own included,
