@@ -647,6 +647,20 @@ class HashGridRebuild(Producer):
         self.launch(K.count_neighbors, [self.grid.id, self.points, self.x])
 
 
+class CloneKeptByOwner(Producer):
+    """A snapshot cloned every call and kept on the producer: the owner holds the last
+    call's temporary (Newton's XPBD keeps particle_q_init this way)."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.snapshot = wp.clone(self.x)
+
+    def step(self):
+        self.launch(K.integrate, [self.x, self.v, 0.1])
+        self.snapshot = wp.clone(self.x)
+        self.launch(K.blend, [self.snapshot, self.v, self.x])
+
+
 class ContentsChangedInPlace(Producer):
     """Safe to capture, and after it the buffers' contents change in place: still safe."""
 
@@ -698,6 +712,7 @@ SAFE = [
     ConditionalLoop,
     ConditionalBranch,
     HashGridRebuild,
+    CloneKeptByOwner,
     ContentsChangedInPlace,
 ]
 ALL = UNSAFE + STALE + SAFE
