@@ -113,6 +113,19 @@ KINDS: Mapping[str, Kind] = {
             "move synchronisation and readbacks (.numpy(), wp.synchronize(), printing an array) out of the "
             "captured call",
         ),
+        Kind(
+            "replay-divergence",
+            "replayed, the graph's results differ from eager stepping (verify_replay)",
+            "fix the structural findings reported alongside; with none, the graph replays other work than Warp "
+            "launched (see the limits page: overloads of one generic kernel in one CPU capture): step eagerly there, "
+            "or use fallback='eager'",
+        ),
+        Kind(
+            "shared-buffer",
+            "two producers built alike use the same buffer (check_producer)",
+            "allocate the buffer per producer, in its constructor: a module-level cache, a class attribute or a "
+            "mutable default argument is shared by every producer built alike",
+        ),
     )
 }
 

@@ -1,0 +1,330 @@
+"""Proof by values: replay a captured step beside an eagerly stepped twin, and compare every buffer.
+
+The structural checks prove that a graph bakes what the eager call did. What goes wrong
+below the launches (Warp itself replaying other code than it launched, see the limits
+page) only shows in the results. :func:`verify_replay` builds two producers alike, steps
+one eagerly and captures the other's step with :func:`graphcheck.capture` (its reference
+call is its first step), replays the graph, and compares every array the two producers
+hold after each step. A difference is a ``replay-divergence`` finding, reported beside the
+structural findings of the capture.
+
+Example::
+
+    report = gc.verify_replay(Simulator, steps=4, device="cpu")   # GraphCheckError if they diverge
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import _warp
+from .buffers import arrays_of
+from .findings import Finding, Report, act, check_on_failure, make_finding
+from .record import Site
+
+__all__ = ["verify_replay"]
+
+ROOT = "producer"  # the label prefix of a producer's buffers in findings: producer.state.x
+
+
+def build(make: Callable[..., Any], device: str) -> Any:
+    """A fresh producer from ``make`` (a class or a factory), given ``device=`` when it takes one.
+
+    Raises:
+        TypeError: when ``make`` is not callable.
+    """
+    if not callable(make):
+        raise TypeError(
+            f"make must build a producer (a class or a factory, called with device= when it takes it), "
+            f"got {make!r} (a {type(make).__name__})"
+        )
+    try:
+        parameters = list(inspect.signature(make).parameters.values())
+    except (TypeError, ValueError):
+        parameters = []  # a builtin or a C extension: call it as it is
+    takes_device = any(p.name == "device" or p.kind is p.VAR_KEYWORD for p in parameters)
+    return make(device=device) if takes_device else make()
+
+
+def step_of(producer: Any, method: str, make: Any) -> Callable[[], Any]:
+    """The producer's ``method`` (bound), or the producer itself when ``make`` built a callable step.
+
+    Raises:
+        TypeError: when the producer has no such method and is not callable.
+    """
+    step = getattr(producer, method, None)
+    if callable(step):
+        return step
+    if callable(producer) and not isinstance(producer, type):
+        return producer
+    name = getattr(make, "__qualname__", repr(make))
+    raise TypeError(
+        f"{name}() built a {type(producer).__name__} with no {method}() method; pass method= to name the "
+        f"method to capture, or make a factory that returns the step callable"
+    )
+
+
+def resolve_device(device: Any) -> str:
+    """The capture device as Warp names it (a clear ValueError for one Warp does not have)."""
+    from .guard import _check_device
+
+    return _check_device(device)
+
+
+def site_of_step(step: Callable[..., Any]) -> Site | None:
+    """Where the step is defined (its ``def`` line), for findings about its results."""
+    code = getattr(getattr(step, "__func__", step), "__code__", None)
+    if code is None:
+        return None
+    return Site(code.co_filename, code.co_firstlineno, getattr(step, "__qualname__", code.co_name))
+
+
+def owners_of(producer: Any, step: Callable[..., Any]) -> tuple[Any, ...] | None:
+    """The owners to check a producer's step against: the producer, unless it is the step itself."""
+    return None if step is producer else (producer,)
+
+
+# -- comparing buffers ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Where one buffer of the replayed producer differs from the eager one.
+
+    Attributes:
+        path: the buffer, by owner path (``producer.state.x``).
+        index: the first differing element's index in the array (None when the shapes differ).
+        eager: that element stepping eagerly (or the eager shape and type).
+        replayed: that element replayed.
+        count: how many elements differ.
+        total: how many elements the buffer has.
+        largest: the largest absolute difference over the differing elements (None for non-numbers).
+    """
+
+    path: str
+    index: tuple[int, ...] | None
+    eager: Any
+    replayed: Any
+    count: int
+    total: int
+    largest: float | None
+
+
+def buffers_to_compare(eager: Any, replayed: Any) -> list[tuple[str, Any, Any]]:
+    """``(path, eager array, replayed array)`` for every outermost dense array of two producers built alike.
+
+    A view inside another array the producer holds is compared through that array.
+
+    Raises:
+        ValueError: when the two producers do not hold arrays at the same paths.
+    """
+    ours = _dense(arrays_of(eager, root=ROOT))
+    theirs = _dense(arrays_of(replayed, root=ROOT))
+    if ours.keys() != theirs.keys():
+        only = sorted(ours.keys() ^ theirs.keys())
+        raise ValueError(
+            f"make() built two producers that hold different arrays ({', '.join(only[:4])}); the value check "
+            f"needs make() to build producers alike"
+        )
+    spans = sorted((_warp.array_range(arr) or (0, 0), path) for path, arr in ours.items())
+    spans.sort(key=lambda span: (span[0][0], -span[0][1]))  # an array before the views inside it
+    outermost, reach = set(), 0
+    for (_, end), path in spans:
+        if end <= reach:
+            continue  # inside an array already compared
+        outermost.add(path)
+        reach = max(reach, end)
+    return [(path, arr, theirs[path]) for path, arr in ours.items() if path in outermost]
+
+
+def _dense(found: list[tuple[str, Any]]) -> dict[str, Any]:
+    return {path: arr for path, arr in found if _warp.is_dense_array(arr) and _warp.array_range(arr) is not None}
+
+
+def compare(path: str, eager: Any, replayed: Any, atol: float = 0.0, rtol: float = 0.0) -> Divergence | None:
+    """How ``replayed`` differs from ``eager``, or None when they are equal.
+
+    Bitwise with ``atol == rtol == 0`` (``-0.0`` differs from ``0.0``; a NaN equals the
+    same NaN); else numbers within ``atol + rtol * |eager|`` are equal (NaN equal to NaN).
+    """
+    x, y = eager.numpy(), replayed.numpy()
+    if x.shape != y.shape or x.dtype != y.dtype:
+        return Divergence(path, None, f"{x.dtype}{list(x.shape)}", f"{y.dtype}{list(y.shape)}", 1, 1, None)
+    total = math.prod(eager.shape)
+    if total == 0:
+        return None
+    x, y = np.ascontiguousarray(x), np.ascontiguousarray(y)
+    numeric = x.dtype.kind in "fiu"
+    if (atol or rtol) and numeric:
+        differs = ~np.isclose(y.reshape(total, -1), x.reshape(total, -1), rtol=rtol, atol=atol, equal_nan=True)
+    else:
+        differs = x.view(np.uint8).reshape(total, -1) != y.view(np.uint8).reshape(total, -1)
+    mask = differs.any(axis=1)
+    count = int(mask.sum())
+    if not count:
+        return None
+    first = int(np.argmax(mask))
+    index = tuple(int(i) for i in np.unravel_index(first, tuple(eager.shape)))
+    largest = None
+    if numeric:
+        gap = np.abs(x.reshape(total, -1)[mask].astype(np.float64) - y.reshape(total, -1)[mask].astype(np.float64))
+        largest = float(np.nanmax(gap)) if not np.isnan(gap).all() else math.nan
+    return Divergence(path, index, _element(x, total, first), _element(y, total, first), count, total, largest)
+
+
+def _element(values: np.ndarray, total: int, i: int) -> Any:
+    flat = values.reshape(total, -1)[i]
+    items = [v.item() if hasattr(v, "item") else v for v in flat]
+    return items[0] if len(items) == 1 else tuple(items)
+
+
+def divergence_finding(found: Divergence, step: int, site: Site | None) -> Finding:
+    """A ``replay-divergence`` finding for one buffer that differed after ``step`` steps."""
+    if found.index is None:
+        values = f"{found.eager} stepping eagerly, {found.replayed} replayed"
+    else:
+        where = ", ".join(map(str, found.index))
+        values = f"element [{where}] is {found.eager!r} stepping eagerly, {found.replayed!r} replayed"
+        values += f"; {found.count} of {found.total} elements differ"
+        if found.largest is not None:
+            values += f", largest difference {found.largest:.6g}"
+    return make_finding(
+        "replay-divergence",
+        f"{found.path} after step {step}",
+        site=site,
+        reference=found.eager,
+        captured=found.replayed,
+        values=values,
+        detail={
+            "buffer": found.path,
+            "step": step,
+            "element": list(found.index) if found.index is not None else None,
+            "elements differing": found.count,
+            "elements": found.total,
+            "largest difference": found.largest,
+        },
+    )
+
+
+def first_divergences(eager: Any, replayed: Any, atol: float, rtol: float) -> list[Divergence]:
+    """Every buffer in which two producers built alike differ now."""
+    out = []
+    for path, a, b in buffers_to_compare(eager, replayed):
+        found = compare(path, a, b, atol, rtol)
+        if found is not None:
+            out.append(found)
+    return out
+
+
+# -- the check -----------------------------------------------------------------------------
+
+
+def check_values(make: Callable[..., Any], steps: int, device: str, method: str, atol: float, rtol: float) -> Report:
+    """The structural report of the capture, with a ``replay-divergence`` finding per buffer that
+    differed at the first step where any did (see :func:`verify_replay`); acts on nothing."""
+    from .guard import capture
+
+    eager = build(make, device)
+    replayed = build(make, device)
+    eager_step, replayed_step = step_of(eager, method, make), step_of(replayed, method, make)
+    before = first_divergences(eager, replayed, 0.0, 0.0)
+    if before:
+        first = before[0]
+        raise ValueError(
+            f"make() built two producers that differ before any step: {first.path} element "
+            f"{list(first.index or ())} is {first.eager!r} in one and {first.replayed!r} in the other; the value check "
+            f"needs make() to build producers alike (seed random numbers, do not read clocks)"
+        )
+    # The captured producer's reference call is its first step; the capture itself runs nothing.
+    checked = capture(
+        replayed_step,
+        device=device,
+        owners=owners_of(replayed, replayed_step),
+        on_failure="ignore",
+        replay_check="never",
+        revalidate=True,
+    )
+    structural = checked.report
+    if checked.graph is None:
+        note = "the capture failed: there is no graph to replay, so the value check did not run"
+        return structural.merged(Report(name=structural.name, device=device, notes=[note]))
+    replay = checked.check_replay(on_failure="ignore")
+    eager_step()
+    site = site_of_step(replayed_step)
+    done = 1
+    diverged = first_divergences(eager, replayed, atol, rtol)
+    while not diverged and done < steps:
+        eager_step()
+        checked.launch()  # reading the arrays back waits for it
+        done += 1
+        diverged = first_divergences(eager, replayed, atol, rtol)
+    findings = [divergence_finding(d, done, site) for d in diverged]
+    notes = []
+    if diverged and done < steps:
+        notes.append(f"stopped after step {done} of {steps}: later steps compound the first divergence")
+    values = Report(
+        findings, name=structural.name, device=device, operations=structural.operations, checks=["values"], notes=notes
+    )
+    return structural.merged(replay).merged(values)
+
+
+def verify_replay(
+    make: Callable[..., Any],
+    steps: int = 4,
+    device: Any = None,
+    method: str = "step",
+    atol: float = 0.0,
+    rtol: float = 0.0,
+    on_failure: str = "raise",
+) -> Report:
+    """Prove by values that a producer's captured step replays what eager stepping computes.
+
+    Builds two producers with ``make``: one steps eagerly, the other's step goes through
+    :func:`graphcheck.capture` (its reference call is its first step) and its graph is
+    replayed, so both have taken the same number of steps. After each step every array
+    reachable from the two producers is compared; the first step at which any differs
+    gives one ``replay-divergence`` finding per differing buffer, naming it by owner path
+    (``producer.state.x``), with the first differing element, both values and the largest
+    difference. The capture's structural findings are in the same report.
+
+    Args:
+        make: builds a fresh producer (a class or a factory), called with ``device=``
+            when it takes one; it may also return the step callable itself.
+        steps: how many steps each producer takes (at least 1).
+        device: the device (None: Warp's default device).
+        method: the producer's method to capture.
+        atol: absolute tolerance (0: bitwise, the default).
+        rtol: relative tolerance, for kernels whose float order is not fixed (atomics on CUDA).
+        on_failure: ``"raise"``, ``"warn"``, ``"log"`` or ``"ignore"``.
+
+    Returns:
+        The :class:`Report`: the capture's checks, the replay check and ``"values"``.
+
+    Raises:
+        GraphCheckError: with ``on_failure="raise"``, when the replay diverges or the capture has findings.
+        ValueError: for ``steps < 1``, a negative tolerance, or a ``make`` that builds producers that
+            differ before any step.
+        TypeError: when ``make`` is not callable or the producer has no ``method``.
+    """
+    __tracebackhide__ = True
+    check_on_failure(on_failure)
+    check_arguments(steps=steps, atol=atol, rtol=rtol)
+    report = check_values(make, steps, resolve_device(device), method, atol, rtol)
+    act(report, on_failure, stacklevel=3)
+    return report
+
+
+def check_arguments(**values: Any) -> None:
+    """A ValueError for a count below 1 or a negative tolerance."""
+    for name, value in values.items():
+        if name in ("atol", "rtol"):
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0:
+                raise ValueError(f"{name} must be a number >= 0, got {value!r}")
+        elif not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
