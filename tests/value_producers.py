@@ -182,3 +182,12 @@ class Reassigned(Plain):
 
     def renew(self) -> None:
         self.v = wp.array(np.linspace(1.0, 2.0, N, dtype=np.float32), device=self.x.device)
+
+
+class UploadPerCall(Plain):
+    """Uploads host data made in the call (per-call-allocation): no host state changes between calls."""
+
+    def step(self) -> None:
+        forces = wp.array(np.full(N, 0.5, dtype=np.float32), dtype=float, device=self.x.device)
+        wp.launch(accumulate, dim=N, inputs=[forces, self.v], device=self.x.device)
+        wp.launch(integrate, dim=N, inputs=[self.x, self.v, 0.1], device=self.x.device)
