@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import _warp
-from .findings import GraphCheckWarning, Report
+from .findings import GraphCheckWarning, Report, logger
 
 if TYPE_CHECKING:
     from .guard import CheckedGraph
@@ -71,36 +71,40 @@ class Fallback:
             if problem is None:
                 _warp.capture_launch(checked.graph, stream=stream)
                 return
+            on_failure = checked._on_failure
             if mode == "recapture":
-                self._recapture(checked, problem, stacklevel + 1)
+                _say(self._recapture(checked, problem), on_failure, stacklevel + 1)
                 return  # the new capture's reference call was this launch's step
-            self._fall_back(problem, "eager", stacklevel + 1)
+            _say(self._fall_back(problem, "eager"), on_failure, stacklevel + 1)
         fn, args, kwargs = self.call
         fn(*args, **kwargs)
 
-    def _recapture(self, checked: CheckedGraph, problem: Report, stacklevel: int) -> None:
+    def _recapture(self, checked: CheckedGraph, problem: Report) -> str:
+        """Capture the step again; adopt the new graph when it passes. Returns what to say."""
         assert self.recapture is not None
         fresh = self.recapture()
         self.recaptures += 1
-        if fresh.report.ok:
-            checked._adopt(fresh)
-            warnings.warn(
-                f"graphcheck: {problem.name} was captured again (fallback='recapture'), because:\n{problem}",
-                GraphCheckWarning,
-                stacklevel=stacklevel,
-            )
-        else:
-            self._fall_back(fresh.report, "recapture", stacklevel + 1)
+        if not fresh.report.ok:
+            return self._fall_back(fresh.report, "recapture")
+        checked._adopt(fresh)
+        return f"graphcheck: {problem.name} was captured again (fallback='recapture'), because:\n{problem}"
 
-    def _fall_back(self, problem: Report, mode: str, stacklevel: int) -> None:
+    def _fall_back(self, problem: Report, mode: str) -> str:
+        """Step eagerly from now on. Returns what to say."""
         self.report = problem
         again = " captured again, and" if mode == "recapture" else ""
-        warnings.warn(
+        return (
             f"graphcheck: {problem.name}{again} runs eagerly instead of replaying its graph (fallback={mode!r}), "
-            f"because:\n{problem}",
-            GraphCheckWarning,
-            stacklevel=stacklevel,
+            f"because:\n{problem}"
         )
+
+
+def _say(message: str, on_failure: str, stacklevel: int) -> None:
+    """Say why a site falls back, once, as ``on_failure`` says: a warning where it would raise."""
+    if on_failure in ("raise", "warn"):
+        warnings.warn(message, GraphCheckWarning, stacklevel=stacklevel)
+    elif on_failure == "log":
+        logger.warning("%s", message)
 
 
 def _problem(checked: CheckedGraph) -> Report | None:

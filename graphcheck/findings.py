@@ -116,9 +116,9 @@ KINDS: Mapping[str, Kind] = {
         Kind(
             "replay-divergence",
             "replayed, the graph's results differ from eager stepping (verify_replay)",
-            "fix the structural findings reported alongside; with none, the graph replays other work than Warp "
-            "launched (see the limits page: overloads of one generic kernel in one CPU capture): step eagerly there, "
-            "or use fallback='eager'",
+            "the structural findings alongside say why; with none, the graph replays other work than Warp launched "
+            "(the limits page lists such Warp behaviour, e.g. two overloads of one generic kernel in one CPU "
+            "capture): avoid the pattern, or step eagerly there",
         ),
         Kind(
             "shared-buffer",

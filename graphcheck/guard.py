@@ -337,10 +337,10 @@ class CheckedGraph:
         _warp.capture_launch(self.graph, stream=stream)
 
     def _adopt(self, other: CheckedGraph) -> None:
-        """Take over another capture's graph and verdict, keeping this graph's fallback (``"recapture"``)."""
-        fallback = self.fallback
+        """Take over another capture's graph and verdict, keeping this site's settings (``"recapture"``)."""
+        fallback, on_failure = self.fallback, self._on_failure
         self.__dict__.update(other.__dict__)
-        self.fallback = fallback
+        self.fallback, self._on_failure = fallback, on_failure
 
     def __repr__(self) -> str:
         return f"<CheckedGraph on {self.device}: {'ok' if self.ok else dict(self.report.kinds())}>"

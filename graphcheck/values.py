@@ -147,40 +147,53 @@ def _dense(found: list[tuple[str, Any]]) -> dict[str, Any]:
     return {path: arr for path, arr in found if _warp.is_dense_array(arr) and _warp.array_range(arr) is not None}
 
 
-def compare(path: str, eager: Any, replayed: Any, atol: float = 0.0, rtol: float = 0.0) -> Divergence | None:
+def compare(
+    path: str, eager: Any, replayed: Any, atol: float = 0.0, rtol: float = 0.0, ignore: np.ndarray | None = None
+) -> Divergence | None:
     """How ``replayed`` differs from ``eager``, or None when they are equal.
 
     Bitwise with ``atol == rtol == 0`` (``-0.0`` differs from ``0.0``; a NaN equals the
     same NaN); else numbers within ``atol + rtol * |eager|`` are equal (NaN equal to NaN).
+    ``ignore`` masks elements (flat, in C order) not to compare.
     """
     x, y = eager.numpy(), replayed.numpy()
-    if x.shape != y.shape or x.dtype != y.dtype:
+    differs = differing_elements(x, y, tuple(eager.shape), atol, rtol)
+    if differs is None:
         return Divergence(path, None, f"{x.dtype}{list(x.shape)}", f"{y.dtype}{list(y.shape)}", 1, 1, None)
-    total = math.prod(eager.shape)
-    if total == 0:
-        return None
-    x, y = np.ascontiguousarray(x), np.ascontiguousarray(y)
-    numeric = x.dtype.kind in "fiu"
-    if (atol or rtol) and numeric:
-        differs = ~np.isclose(y.reshape(total, -1), x.reshape(total, -1), rtol=rtol, atol=atol, equal_nan=True)
-    else:
-        differs = x.view(np.uint8).reshape(total, -1) != y.view(np.uint8).reshape(total, -1)
-    mask = differs.any(axis=1)
-    count = int(mask.sum())
+    if ignore is not None and ignore.shape == differs.shape:
+        differs = differs & ~ignore
+    count = int(differs.sum())
     if not count:
         return None
-    first = int(np.argmax(mask))
+    total = differs.size
+    first = int(np.argmax(differs))
     index = tuple(int(i) for i in np.unravel_index(first, tuple(eager.shape)))
+    x, y = np.ascontiguousarray(x).reshape(total, -1), np.ascontiguousarray(y).reshape(total, -1)
     largest = None
-    if numeric:
-        gap = np.abs(x.reshape(total, -1)[mask].astype(np.float64) - y.reshape(total, -1)[mask].astype(np.float64))
+    if x.dtype.kind in "fiu":
+        gap = np.abs(x[differs].astype(np.float64) - y[differs].astype(np.float64))
         largest = float(np.nanmax(gap)) if not np.isnan(gap).all() else math.nan
-    return Divergence(path, index, _element(x, total, first), _element(y, total, first), count, total, largest)
+    return Divergence(path, index, _element(x[first]), _element(y[first]), count, total, largest)
 
 
-def _element(values: np.ndarray, total: int, i: int) -> Any:
-    flat = values.reshape(total, -1)[i]
-    items = [v.item() if hasattr(v, "item") else v for v in flat]
+def differing_elements(
+    x: np.ndarray, y: np.ndarray, shape: tuple[int, ...], atol: float = 0.0, rtol: float = 0.0
+) -> np.ndarray | None:
+    """One flag per element of arrays of ``shape`` (a vector is one element), set where their
+    read-backs ``x`` and ``y`` differ; None when the read-backs' shapes or types differ."""
+    if x.shape != y.shape or x.dtype != y.dtype:
+        return None
+    total = math.prod(shape)
+    x, y = np.ascontiguousarray(x).reshape(total, -1), np.ascontiguousarray(y).reshape(total, -1)
+    if (atol or rtol) and x.dtype.kind in "fiu":
+        differs = ~np.isclose(y, x, rtol=rtol, atol=atol, equal_nan=True)
+    else:
+        differs = x.view(np.uint8).reshape(total, -1) != y.view(np.uint8).reshape(total, -1)
+    return np.asarray(differs.any(axis=1))
+
+
+def _element(row: np.ndarray) -> Any:
+    items = [v.item() if hasattr(v, "item") else v for v in row]
     return items[0] if len(items) == 1 else tuple(items)
 
 
@@ -212,14 +225,47 @@ def divergence_finding(found: Divergence, step: int, site: Site | None) -> Findi
     )
 
 
-def first_divergences(eager: Any, replayed: Any, atol: float, rtol: float) -> list[Divergence]:
-    """Every buffer in which two producers built alike differ now."""
-    out = []
-    for path, a, b in buffers_to_compare(eager, replayed):
-        found = compare(path, a, b, atol, rtol)
-        if found is not None:
-            out.append(found)
-    return out
+class Twins:
+    """Two producers built alike, compared buffer by buffer after each step.
+
+    Memory neither producer has written yet (``wp.empty``, a buffer's spare capacity) holds
+    whatever was there: elements that differ before any step are compared only from the
+    step at which both producers hold the same value in them.
+    """
+
+    def __init__(self, eager: Any, replayed: Any, atol: float, rtol: float) -> None:
+        self.eager, self.replayed, self.atol, self.rtol = eager, replayed, atol, rtol
+        self.unwritten: dict[str, np.ndarray] = {}  # path -> elements that have not agreed yet
+        for path, a, b in buffers_to_compare(eager, replayed):
+            differs = differing_elements(a.numpy(), b.numpy(), tuple(a.shape))
+            if differs is not None and differs.any():
+                self.unwritten[path] = differs
+
+    def divergences(self) -> list[Divergence]:
+        """Every buffer in which the two producers differ now, leaving out elements not written alike yet."""
+        out = []
+        for path, a, b in buffers_to_compare(self.eager, self.replayed):
+            unwritten = self.unwritten.get(path)
+            found = compare(path, a, b, self.atol, self.rtol, ignore=unwritten)
+            if found is not None:
+                out.append(found)
+            if unwritten is not None:
+                differs = differing_elements(a.numpy(), b.numpy(), tuple(a.shape))
+                if differs is not None and differs.shape == unwritten.shape:
+                    unwritten &= differs  # an element that agrees now is compared from now on
+        return out
+
+    def note(self) -> str | None:
+        """What was left out of the comparison: elements never written alike."""
+        left = {path: int(mask.sum()) for path, mask in self.unwritten.items() if mask.any()}
+        if not left:
+            return None
+        where = ", ".join(f"{path} ({count})" for path, count in list(left.items())[:4])
+        more = f" and {len(left) - 4} more buffers" if len(left) > 4 else ""
+        return (
+            f"{sum(left.values())} elements differed between the two producers before any step and never held the "
+            f"same value since (memory neither wrote, e.g. wp.empty or spare capacity): not compared: {where}{more}"
+        )
 
 
 # -- the check -----------------------------------------------------------------------------
@@ -233,14 +279,7 @@ def check_values(make: Callable[..., Any], steps: int, device: str, method: str,
     eager = build(make, device)
     replayed = build(make, device)
     eager_step, replayed_step = step_of(eager, method, make), step_of(replayed, method, make)
-    before = first_divergences(eager, replayed, 0.0, 0.0)
-    if before:
-        first = before[0]
-        raise ValueError(
-            f"make() built two producers that differ before any step: {first.path} element "
-            f"{list(first.index or ())} is {first.eager!r} in one and {first.replayed!r} in the other; the value check "
-            f"needs make() to build producers alike (seed random numbers, do not read clocks)"
-        )
+    twins = Twins(eager, replayed, atol, rtol)
     # The captured producer's reference call is its first step; the capture itself runs nothing.
     checked = capture(
         replayed_step,
@@ -256,16 +295,25 @@ def check_values(make: Callable[..., Any], steps: int, device: str, method: str,
         return structural.merged(Report(name=structural.name, device=device, notes=[note]))
     replay = checked.check_replay(on_failure="ignore")
     eager_step()
+    first = twins.divergences()
+    if first:
+        # Both producers stepped eagerly so far: the difference is not the graph's.
+        found = first[0]
+        raise ValueError(
+            f"two producers make() built differ after one eager step each: {found.path} element "
+            f"{list(found.index or ())} is {found.eager!r} in one and {found.replayed!r} in the other; the value check "
+            f"needs make() and the step to be deterministic (seed random numbers, do not read clocks; for atomics on "
+            f"CUDA, pass atol= and rtol=)"
+        )
     site = site_of_step(replayed_step)
-    done = 1
-    diverged = first_divergences(eager, replayed, atol, rtol)
+    done, diverged = 1, first
     while not diverged and done < steps:
         eager_step()
         checked.launch()  # reading the arrays back waits for it
         done += 1
-        diverged = first_divergences(eager, replayed, atol, rtol)
+        diverged = twins.divergences()
     findings = [divergence_finding(d, done, site) for d in diverged]
-    notes = []
+    notes = [note for note in [twins.note()] if note]
     if diverged and done < steps:
         notes.append(f"stopped after step {done} of {steps}: later steps compound the first divergence")
     values = Report(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import logging
 import warnings
 
 import numpy as np
@@ -44,11 +46,26 @@ def test_eager_fallback_after_a_failed_replay_check_keeps_results_right():
     producer = P.Reassigned(DEVICE)
     checked = gc.capture(producer.step, device=DEVICE, fallback="eager")
     producer.renew()  # the graph now holds a buffer the producer no longer owns
-    warned = _launch(checked, 3)
-    assert len(warned) == 1 and "runs eagerly instead of replaying its graph" in str(warned[0].message)
-    assert warned[0].filename == __file__  # points at the launch() line
+    with pytest.warns(gc.GraphCheckWarning, match="runs eagerly instead of replaying its graph") as warned:
+        checked.launch()
+    here = inspect.currentframe().f_lineno
+    assert (warned[0].filename, warned[0].lineno) == (__file__, here - 1)  # the launch() line
+    assert _launch(checked, 2) == []  # said once
     assert checked.fallback.report is not None and checked.fallback.report.of_kind("stale-pointer")
     np.testing.assert_array_equal(producer.x.numpy(), _twin_stepped(P.Reassigned, 3, renew=True).x.numpy())
+
+
+def test_a_fallback_says_why_as_on_failure_says(caplog):
+    for on_failure in ("log", "ignore"):
+        producer = P.Reassigned(DEVICE)
+        checked = gc.capture(producer.step, device=DEVICE, fallback="eager", on_failure=on_failure)
+        producer.renew()
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="graphcheck"):
+            assert _launch(checked, 2) == []
+        logged = [r for r in caplog.records if "runs eagerly" in r.getMessage()]
+        assert len(logged) == (1 if on_failure == "log" else 0)
+        np.testing.assert_array_equal(producer.x.numpy(), _twin_stepped(P.Reassigned, 2, renew=True).x.numpy())
 
 
 def test_recapture_fallback_replays_a_new_graph():

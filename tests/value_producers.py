@@ -7,6 +7,7 @@ buffers the conformance kit must find.
 
 from __future__ import annotations
 
+import itertools
 import time
 from typing import Any
 
@@ -26,6 +27,12 @@ def integrate(x: wp.array(dtype=float), v: wp.array(dtype=float), dt: float):
 def accumulate(src: wp.array(dtype=float), total: wp.array(dtype=float)):
     i = wp.tid()
     total[i] = total[i] + src[i]
+
+
+@wp.kernel
+def copy(src: wp.array(dtype=float), dst: wp.array(dtype=float)):
+    i = wp.tid()
+    dst[i] = src[i]
 
 
 @wp.kernel
@@ -99,6 +106,24 @@ class Random(Plain):
     def __init__(self, device: str) -> None:
         super().__init__(device)
         self.v = wp.array(np.random.default_rng(time.perf_counter_ns()).random(N, dtype=np.float32), device=device)
+
+
+_builds = itertools.count()
+
+
+class Unwritten(Plain):
+    """Scratch whose contents differ between producers until the step writes it (like wp.empty), and
+    spare memory the step never writes."""
+
+    def __init__(self, device: str) -> None:
+        super().__init__(device)
+        garbage = float(next(_builds))  # what wp.empty may hold: anything, different for each producer
+        self.scratch = wp.full(N, garbage, dtype=float, device=device)
+        self.spare = wp.full(4, garbage, dtype=float, device=device)
+
+    def step(self) -> None:
+        wp.launch(copy, dim=N, inputs=[self.v, self.scratch], device=self.x.device)
+        wp.launch(integrate, dim=N, inputs=[self.x, self.scratch, 0.1], device=self.x.device)
 
 
 _SCRATCH: dict[tuple[str, int], wp.array] = {}
