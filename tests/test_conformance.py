@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
 import graphcheck as gc
+from examples import cloth, particles, rl_env
 from tests import value_producers as P
 
 DEVICE = "cpu"
@@ -95,3 +98,30 @@ def test_the_kit_raises_by_default():
 def test_calls_must_compare_at_least_two(calls):
     with pytest.raises(ValueError, match="calls must be"):
         gc.check_producer(P.Plain, calls=calls, device=DEVICE)
+
+
+# -- the project's own examples: no alarm on safe producers, the planted bugs found ----------
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        functools.partial(particles.Particles, count=128),
+        functools.partial(cloth.Cloth, size=8, iterations=4),
+        functools.partial(cloth.Cloth, size=8, iterations=4, substeps=3),
+        functools.partial(rl_env.ReachEnv, num_envs=64),
+    ],
+    ids=["particles", "cloth", "cloth-odd-substeps", "rl-env"],
+)
+def test_the_examples_conform(make):
+    report = gc.check_producer(make, calls=4, device=DEVICE)
+    assert report.ok, str(report)
+    assert "values" in report.checks
+
+
+def test_the_examples_planted_bugs_are_found_and_shown():
+    report = _check(functools.partial(particles.HostTimeParticles, count=64))
+    assert set(report.kinds()) == {"scalar-drift"}, str(report)
+    assert any("the replay diverged too" in note for note in report.notes)  # the wrong replay, shown
+    report = _check(functools.partial(cloth.NaiveOddSubstepCloth, size=8, iterations=4, substeps=3))
+    assert "buffer-drift" in report.kinds(), str(report)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -198,3 +199,14 @@ def test_compare_vectors_and_2d_arrays():
     found = compare("v", a, b)
     assert found is not None and found.index == (1, 2) and found.replayed == (4.0, 0.0, 0.0)
     assert found.total == 6 and found.count == 1
+
+
+def test_buffers_swapped_by_the_captures_own_call_diverge_at_once():
+    """The capture's call runs the step's Python (here, an odd number of swaps) without its kernels:
+    the replayed producer differs from the first step on, and the structure says why."""
+    from examples import cloth
+
+    make = functools.partial(cloth.NaiveOddSubstepCloth, size=8, iterations=4, substeps=3)
+    report = gc.verify_replay(make, device=DEVICE, on_failure="ignore")
+    assert {"buffer-drift", "replay-divergence"} <= set(report.kinds()), str(report)
+    assert {f.detail["step"] for f in report.of_kind("replay-divergence")} == {1}
