@@ -116,22 +116,16 @@ class Divergence:
     largest: float | None
 
 
-def buffers_to_compare(eager: Any, replayed: Any) -> list[tuple[str, Any, Any]]:
-    """``(path, eager array, replayed array)`` for every outermost dense array of two producers built alike.
-
-    A view inside another array the producer holds is compared through that array.
-
-    Raises:
-        ValueError: when the two producers do not hold arrays at the same paths.
-    """
+def buffers_to_compare(eager: Any, replayed: Any) -> tuple[list[tuple[str, Any, Any]], list[Divergence]]:
+    """``(path, eager array, replayed array)`` for every outermost dense array two producers hold at the
+    same path (a view inside another array is compared through that array), and a :class:`Divergence`
+    for each path at which only one of them holds an array."""
     ours = _dense(arrays_of(eager, root=ROOT))
     theirs = _dense(arrays_of(replayed, root=ROOT))
-    if ours.keys() != theirs.keys():
-        only = sorted(ours.keys() ^ theirs.keys())
-        raise ValueError(
-            f"make() built two producers that hold different arrays ({', '.join(only[:4])}); the value check "
-            f"needs make() to build producers alike"
-        )
+    missing = [
+        Divergence(path, None, _held(ours.get(path)), _held(theirs.get(path)), 1, 1, None)
+        for path in sorted(ours.keys() ^ theirs.keys())
+    ]
     spans = sorted((_warp.array_range(arr) or (0, 0), path) for path, arr in ours.items())
     spans.sort(key=lambda span: (span[0][0], -span[0][1]))  # an array before the views inside it
     outermost, reach = set(), 0
@@ -140,7 +134,11 @@ def buffers_to_compare(eager: Any, replayed: Any) -> list[tuple[str, Any, Any]]:
             continue  # inside an array already compared
         outermost.add(path)
         reach = max(reach, end)
-    return [(path, arr, theirs[path]) for path, arr in ours.items() if path in outermost]
+    return [(path, arr, theirs[path]) for path, arr in ours.items() if path in outermost and path in theirs], missing
+
+
+def _held(arr: Any) -> str:
+    return "no array" if arr is None else _warp.array_label(arr)
 
 
 def _dense(found: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -236,15 +234,22 @@ class Twins:
     def __init__(self, eager: Any, replayed: Any, atol: float, rtol: float) -> None:
         self.eager, self.replayed, self.atol, self.rtol = eager, replayed, atol, rtol
         self.unwritten: dict[str, np.ndarray] = {}  # path -> elements that have not agreed yet
-        for path, a, b in buffers_to_compare(eager, replayed):
+        pairs, missing = buffers_to_compare(eager, replayed)
+        if missing:
+            held = ", ".join(f"{m.path} ({m.eager} in one, {m.replayed} in the other)" for m in missing[:3])
+            raise ValueError(
+                f"make() built two producers that hold different arrays: {held}; the value check needs make() to "
+                f"build producers alike"
+            )
+        for path, a, b in pairs:
             differs = differing_elements(a.numpy(), b.numpy(), tuple(a.shape))
             if differs is not None and differs.any():
                 self.unwritten[path] = differs
 
     def divergences(self) -> list[Divergence]:
         """Every buffer in which the two producers differ now, leaving out elements not written alike yet."""
-        out = []
-        for path, a, b in buffers_to_compare(self.eager, self.replayed):
+        pairs, out = buffers_to_compare(self.eager, self.replayed)
+        for path, a, b in pairs:
             unwritten = self.unwritten.get(path)
             found = compare(path, a, b, self.atol, self.rtol, ignore=unwritten)
             if found is not None:

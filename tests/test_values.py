@@ -210,3 +210,11 @@ def test_buffers_swapped_by_the_captures_own_call_diverge_at_once():
     report = gc.verify_replay(make, device=DEVICE, on_failure="ignore")
     assert {"buffer-drift", "replay-divergence"} <= set(report.kinds()), str(report)
     assert {f.detail["step"] for f in report.of_kind("replay-divergence")} == {1}
+
+
+def test_an_array_only_eager_stepping_makes_is_a_divergence():
+    report = gc.verify_replay(P.GrowsOnThirdCall, device=DEVICE, on_failure="ignore")
+    assert set(report.kinds()) == {"replay-divergence"}, str(report)
+    (finding,) = report.findings
+    assert finding.detail["step"] == 3 and finding.detail["buffer"] == "producer.history"
+    assert "float32[4] on cpu stepping eagerly, no array replayed" in finding.message

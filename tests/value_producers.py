@@ -216,3 +216,17 @@ class UploadPerCall(Plain):
         forces = wp.array(np.full(N, 0.5, dtype=np.float32), dtype=float, device=self.x.device)
         wp.launch(accumulate, dim=N, inputs=[forces, self.v], device=self.x.device)
         wp.launch(integrate, dim=N, inputs=[self.x, self.v, 0.1], device=self.x.device)
+
+
+class GrowsOnThirdCall(Plain):
+    """Makes a new buffer on its third call, in Python: a replayed graph never does."""
+
+    def __init__(self, device: str) -> None:
+        super().__init__(device)
+        self.calls = 0
+
+    def step(self) -> None:
+        self.calls += 1
+        if self.calls == 3:
+            self.history = wp.zeros(4, dtype=float, device=self.x.device)
+        wp.launch(integrate, dim=N, inputs=[self.x, self.v, 0.1], device=self.x.device)
