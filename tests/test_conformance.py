@@ -73,6 +73,14 @@ def test_an_extra_launch_every_third_call_is_launch_sequence_drift():
     assert any("the replay diverged too" in note for note in report.notes)
 
 
+def test_a_value_that_changes_every_call_is_one_finding():
+    """Calls 1 and 2, calls 1 and 3, and the capture all see the same drifting scalar: one cause."""
+    report = _check(P.Timestamp)
+    (finding,) = report.findings
+    assert (finding.kind, finding.arg) == ("scalar-drift", "dt")
+    assert "0.1 in call 1, 0.2 in call 2" in finding.message
+
+
 def test_two_calls_miss_what_the_third_does():
     assert _check(P.EveryThirdCall, calls=2).ok
 
