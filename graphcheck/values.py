@@ -26,6 +26,7 @@ import numpy as np
 from . import _warp
 from .buffers import arrays_of
 from .findings import Finding, Report, act, check_on_failure, make_finding
+from .guard import _check_device, capture
 from .record import Site
 
 __all__ = ["verify_replay"]
@@ -72,8 +73,6 @@ def step_of(producer: Any, method: str, make: Any) -> Callable[[], Any]:
 
 def resolve_device(device: Any) -> str:
     """The capture device as Warp names it (a clear ValueError for one Warp does not have)."""
-    from .guard import _check_device
-
     return _check_device(device)
 
 
@@ -279,8 +278,6 @@ class Twins:
 def check_values(make: Callable[..., Any], steps: int, device: str, method: str, atol: float, rtol: float) -> Report:
     """The structural report of the capture, with a ``replay-divergence`` finding per buffer that
     differed at the first step where any did (see :func:`verify_replay`); acts on nothing."""
-    from .guard import capture
-
     eager = build(make, device)
     replayed = build(make, device)
     eager_step, replayed_step = step_of(eager, method, make), step_of(replayed, method, make)
@@ -350,7 +347,7 @@ def verify_replay(
     Args:
         make: builds a fresh producer (a class or a factory), called with ``device=``
             when it takes one; it may also return the step callable itself.
-        steps: how many steps each producer takes (at least 1).
+        steps: how many steps each producer takes (at least 2: the first is the reference call).
         device: the device (None: Warp's default device).
         method: the producer's method to capture.
         atol: absolute tolerance (0: bitwise, the default).
@@ -362,13 +359,18 @@ def verify_replay(
 
     Raises:
         GraphCheckError: with ``on_failure="raise"``, when the replay diverges or the capture has findings.
-        ValueError: for ``steps < 1``, a negative tolerance, or a ``make`` that builds producers that
-            differ before any step.
+        ValueError: for ``steps < 2``, a negative tolerance, or a ``make`` whose producers differ
+            after one eager step each.
         TypeError: when ``make`` is not callable or the producer has no ``method``.
     """
     __tracebackhide__ = True
     check_on_failure(on_failure)
     check_arguments(steps=steps, atol=atol, rtol=rtol)
+    if steps < 2:
+        raise ValueError(
+            f"steps must be at least 2: step 1 is the captured producer's reference call, replays start at "
+            f"step 2; got {steps}"
+        )
     report = check_values(make, steps, resolve_device(device), method, atol, rtol)
     act(report, on_failure, stacklevel=3)
     return report
