@@ -31,6 +31,7 @@ The interposition points (Warp 1.19):
 ``array.zero_`` / ``fill_``   class attributes: memsets and fills
 ``capture_if``                module attributes (also ``wp.``): conditional
 ``capture_while``             graphs, their bodies' operations marked nested
+``context.capture_resume``    module global: the body graphs those two capture into
 ``array._init_new``           class attributes: allocations, arrays made from data
 ``_init_from_data``
 ``core.wp_<native helper>``   ctypes attributes: sort, scan, reductions, hash grid,
@@ -326,6 +327,7 @@ def _install(cpu_invoke: Callable[[Callable[..., Any], bool], Callable[..., Any]
         _set_attr(_context, name, conditional)
         if getattr(wp, name, None) is original:
             _set_attr(wp, name, conditional)
+    _orig["capture_resume"] = _set_attr(_context, "capture_resume", _capture_resume_hook)
 
     # Readbacks and synchronisation: a CPU capture runs them, a CUDA capture cannot.
     for cls, method in ((_types.array, "numpy"), (_types.noncontiguous_array_base, "numpy")):
@@ -489,6 +491,16 @@ def _make_conditional_hook(name: str, original: Callable[..., Any]) -> Callable[
     hook.__name__ = hook.__qualname__ = name
     hook.__doc__ = original.__doc__
     return hook
+
+
+def _capture_resume_hook(graph: Any, *args: Any, **kwargs: Any) -> Any:
+    # capture_if / capture_while resume the capture into each body graph: the session
+    # learns the bodies here, Graph branches and bodies without a recorded operation too.
+    result = _orig["capture_resume"](graph, *args, **kwargs)
+    session = ACTIVE.get()
+    if session is not None:
+        session.on_capture_resume(graph)
+    return result
 
 
 def _make_native_hook(name: str, original: Any, on_device: bool) -> Callable[..., Any]:

@@ -235,10 +235,14 @@ def allocations(captured: LaunchTrace, owned: BufferSet | None = None, *, strict
                     "address": alloc.start,
                     "bytes": alloc.nbytes,
                     "how": alloc.how,
-                },  # fmt: skip
+                },
+                fix=None if alloc.from_host else _OWN_IT,
             )
         )
     return findings
+
+
+_OWN_IT = "allocate the buffer once, outside the captured call, and keep it on the producer"
 
 
 def graph_owned(captured: LaunchTrace, owned: BufferSet | None = None, *, strict: bool = False) -> str | None:

@@ -193,12 +193,14 @@ def make_finding(
     captured: Any = None,
     values: str | None = None,
     detail: Mapping[str, Any] | None = None,
+    fix: str | None = None,
 ) -> Finding:
     """Build a finding and its one-line message.
 
-    The message reads ``<what> [argument 'x'] (launch #i, file.py:12): <values>; fix: ...``.
+    The message reads ``<what> [argument 'x'] (launch #i, file.py:12): <values>; fix: ...``;
+    ``fix`` replaces the kind's usual fix where the cause calls for another.
     """
-    fix = KINDS[kind].fix
+    fix = fix or KINDS[kind].fix
     where = []
     if index is not None:
         where.append(f"operation #{index}")

@@ -24,10 +24,12 @@ from dataclasses import dataclass
 from types import CodeType, TracebackType
 from typing import Any
 
-from . import _warp, checks
+from . import _warp, checks, crosscheck
+from ._cuda import GraphInspectError
 from .buffers import BufferSet, buffers_of
 from .fallback import Fallback, check_fallback, on_failure_with
 from .findings import Allow, Finding, Report, act, allowances, check_on_failure, make_finding
+from .graph import GraphMatch, read_match
 from .record import LaunchRecord, LaunchTrace, Site, site_of, trace_launches
 
 __all__ = ["CheckedGraph", "GraphGuard", "capture", "checking_enabled"]
@@ -185,6 +187,8 @@ class CheckedGraph:
         device: the capture device.
         replay_check: when :meth:`launch` runs :meth:`check_replay`: ``"first"`` (the first
             launch only), ``"always"`` or ``"never"``.
+        graph_match: on CUDA, the graph's nodes matched to the trace (None when the
+            graph was not read).
         fallback: what :meth:`launch` runs in place of a graph that fails its checks
             (:class:`~graphcheck.fallback.Fallback`: ``.mode``, and ``.report`` once it falls back).
     """
@@ -202,9 +206,11 @@ class CheckedGraph:
         enabled: bool = True,
         trace: LaunchTrace | None = None,
         allow: tuple[Allow, ...] = (),
+        graph_match: GraphMatch | None = None,
         fallback: Fallback | None = None,
     ) -> None:
         self.graph = graph
+        self.graph_match = graph_match  # the CUDA graph's nodes as the cross-check matched them
         self.fallback = fallback or Fallback(None)
         self._allow = allow
         self._full_trace = trace  # with Warp's internal operations: they made graph nodes too
@@ -463,10 +469,12 @@ class GraphGuard:
         self._capture: Any = None
         self._stacklevel = 3  # act() <- __exit__ <- the user's `with` line
         self._reused: _Validated | None = None
+        self._graph_match: GraphMatch | None = None
 
     # -- the block ----------------------------------------------------------------------
 
     def __enter__(self) -> GraphGuard:
+        self._graph_match = None
         if not self.enabled:
             self._capture = _warp.scoped_capture(self.device, **self._options)
             self._capture.__enter__()
@@ -548,7 +556,8 @@ class GraphGuard:
             self.report = self._capture_error_report(capture_error, user)
         else:
             self.report = self._analyze(trace, user, owned)
-        self.checked = self._checked(lambda: self._baked(trace, user, owned), trace)
+        match = self._graph_match
+        self.checked = self._checked(lambda: self._baked(trace, user, owned, match), trace)
         if self.report.ok and self._reference_trace is not None and self._key is not None:
             # While the validated graph lives, a later capture of the same buffers bakes the
             # addresses it baked: its replay check can serve the new graph too.
@@ -601,14 +610,16 @@ class GraphGuard:
         elif owned is None:
             notes.append("no owners: the ownership check did not run and replays are not checked")
         if self.graph is not None and _warp.graph_handle(self.graph):
-            from . import crosscheck
-
-            graph_findings, graph_notes = crosscheck.check_graph(
-                self.graph, trace, allow_foreign_nodes=self.allow_foreign_nodes
-            )
-            findings += graph_findings
-            notes += graph_notes
-            ran.append("graph")
+            try:  # read once: the replay check's addresses and the picture use the same match
+                self._graph_match = read_match(self.graph, trace)
+            except GraphInspectError as error:
+                notes.append(f"the CUDA graph was not cross-checked: {error}")
+            else:
+                result = crosscheck.check(self._graph_match, allow_foreign_nodes=self.allow_foreign_nodes)
+                findings += result.findings
+                notes += [f"the graph cross-check is partial: {note}" for note in result.notes]
+                if result.complete:
+                    ran.append("graph")
         elif not self.device.startswith("cpu"):
             notes.append("the captured CUDA graph could not be read: its nodes were not cross-checked")
         return Report(
@@ -640,16 +651,23 @@ class GraphGuard:
             checks=["capture"],
         )
 
-    def _baked(self, trace: LaunchTrace, user: LaunchTrace, owned: BufferSet | None) -> list[_Baked]:
+    def _baked(
+        self, trace: LaunchTrace, user: LaunchTrace, owned: BufferSet | None, match: GraphMatch | None
+    ) -> list[_Baked]:
         out = [
             _Baked.at(address.start, address.nbytes, owned, index, record, address.arg)
             for index, record in enumerate(user.records)
             for address in record.addresses()
         ]
-        if self.graph is not None and _warp.graph_handle(self.graph):
-            from . import crosscheck
-
-            out = crosscheck.baked_from_graph(self.graph, trace, out, owned)
+        if match is not None:
+            # On CUDA the addresses come from the graph's nodes, for the operations whose node was read.
+            read = match.addresses()
+            records = trace.records
+            out = [b for b in out if b.index not in read] + [
+                _Baked.at(a.start, a.nbytes, owned, a.operation, records[a.record], a.arg)
+                for addresses in read.values()
+                for a in addresses
+            ]
         return out
 
     def _checked(self, baked: Callable[[], list[_Baked]], trace: LaunchTrace | None) -> CheckedGraph:
@@ -664,6 +682,7 @@ class GraphGuard:
             enabled=self.enabled,
             trace=trace,
             allow=self.allow,
+            graph_match=self._graph_match if trace is not None else None,
             fallback=Fallback(self.fallback, self._call, self._recapture),
         )
 

@@ -32,6 +32,7 @@ from .params import Address, ArrayRef, ParamSpec, decode, launch_dim
 if TYPE_CHECKING:
     from .buffers import BufferSet
     from .compare import Difference
+    from .nodes import CaptureSpan
 
 __all__ = [
     "Allocation",
@@ -116,8 +117,9 @@ class LaunchRecord:
             ``wp.capture_while`` (the conditional itself is a record of kind
             ``"conditional"``).
         seq: position in the process-wide order of operations and allocations.
-        node: on CUDA inside a capture, ``(graph handle, node handles)`` the operation
-            added to the graph being captured; else None.
+        capture: on CUDA inside a capture, where the capturing stream stood before and
+            after the operation (a :class:`~graphcheck.nodes.CaptureSpan`: the graph and
+            the nodes around the ones it added); else None.
         cuda: on CUDA, the native launch arguments ``(function, dim_size, max_blocks,
             block_dim, grid_stride, cluster_dim, smem_bytes)``; else None.
     """
@@ -134,13 +136,13 @@ class LaunchRecord:
         "_params",
         "adjoint",
         "block_dim",
+        "capture",
         "cuda",
         "device",
         "internal",
         "kind",
         "max_blocks",
         "nested",
-        "node",
         "replay",
         "seq",
         "stream",
@@ -191,7 +193,7 @@ class LaunchRecord:
         self._layout: tuple[ParamSpec, ...] | None = None
         self._key: tuple[Any, ...] | None = None
         self.nested = False
-        self.node: tuple[int, tuple[int, ...]] | None = None
+        self.capture: CaptureSpan | None = None
 
     # -- what -----------------------------------------------------------------------------
 
@@ -650,7 +652,9 @@ class LaunchTrace:
     def foreign_pointers(
         self, buffers: BufferSet, *, ignore: Iterable[Any] = ()
     ) -> list[tuple[LaunchRecord, str, int]]:
-        """``(record, argument, address)`` of every address outside ``buffers``.
+        """``(record, argument, address)`` of every address range not wholly inside one of
+        ``buffers`` (see :meth:`LaunchRecord.addresses`: gradients, indices, struct fields
+        and native helpers' buffers included).
 
         Args:
             buffers: the buffers the producer owns.
@@ -661,9 +665,10 @@ class LaunchTrace:
         extra = ignore if isinstance(ignore, BufferSet) else BufferSet.of(ignore)
         out = []
         for record in self.records:
-            for name, ptr in record.pointers():
-                if buffers.locate(ptr) is None and extra.locate(ptr) is None:
-                    out.append((record, name, ptr))
+            for address in record.addresses():
+                start, nbytes = address.start, address.nbytes
+                if buffers.find(start, nbytes) is None and extra.find(start, nbytes) is None:
+                    out.append((record, address.arg, start))
         return out
 
 
