@@ -134,3 +134,9 @@ def test_the_examples_planted_bugs_are_found_and_shown():
     assert any("the replay diverged too" in note for note in report.notes)  # the wrong replay, shown
     report = _check(functools.partial(cloth.NaiveOddSubstepCloth, size=8, iterations=4, substeps=3))
     assert "buffer-drift" in report.kinds(), str(report)
+
+
+def test_a_closure_factory_sharing_a_module_global():
+    report = _check(P.shared_closure)
+    assert set(report.kinds()) == {"shared-buffer"}, str(report)
+    assert report.findings[0].detail["held by"] == ["module global tests.value_producers._TOTALS['total']"]

@@ -152,3 +152,17 @@ def test_a_fallback_needs_something_to_run():
     producer.renew()
     with pytest.raises(ValueError, match="needs the callable the graph captures"):
         guard.checked.launch(fallback="eager")
+
+
+def test_with_checking_disabled_a_fallback_does_nothing(monkeypatch):
+    monkeypatch.setenv("GRAPHCHECK_DISABLE", "1")
+    producer = P.Plain(DEVICE)
+    calls = []
+
+    def step():
+        calls.append(1)
+        producer.step()
+
+    checked = gc.capture(step, device=DEVICE, owners=(producer,), fallback="eager")
+    checked.launch()
+    assert len(calls) == 1  # captured once, no reference call; the launch replayed the graph

@@ -230,3 +230,18 @@ class GrowsOnThirdCall(Plain):
         if self.calls == 3:
             self.history = wp.zeros(4, dtype=float, device=self.x.device)
         wp.launch(integrate, dim=N, inputs=[self.x, self.v, 0.1], device=self.x.device)
+
+
+_TOTALS: dict[str, wp.array] = {}
+
+
+def shared_closure(device: str):
+    """A factory returning the step itself, a closure that reads a module global."""
+    if "total" not in _TOTALS:
+        _TOTALS["total"] = wp.zeros(N, dtype=float, device=device)
+    x = wp.zeros(N, dtype=float, device=device)
+
+    def step() -> None:
+        wp.launch(accumulate, dim=N, inputs=[x, _TOTALS["total"]], device=device)
+
+    return step
