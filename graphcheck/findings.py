@@ -114,6 +114,19 @@ KINDS: Mapping[str, Kind] = {
             "move synchronisation and readbacks (.numpy(), wp.synchronize(), printing an array) out of the "
             "captured call",
         ),
+        Kind(
+            "replay-divergence",
+            "replayed, the graph's results differ from eager stepping (verify_replay)",
+            "the structural findings alongside say why; with none, the graph replays other work than Warp launched "
+            "(the limits page lists such Warp behaviour, e.g. two overloads of one generic kernel in one CPU "
+            "capture): avoid the pattern, or step eagerly there",
+        ),
+        Kind(
+            "shared-buffer",
+            "two producers built alike use the same buffer (check_producer)",
+            "allocate the buffer per producer, in its constructor: a module-level cache, a class attribute or a "
+            "mutable default argument is shared by every producer built alike",
+        ),
     )
 }
 

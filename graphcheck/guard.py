@@ -27,6 +27,7 @@ from typing import Any
 from . import _warp, checks, crosscheck
 from ._cuda import GraphInspectError
 from .buffers import BufferSet, buffers_of
+from .fallback import Fallback, check_fallback, on_failure_with
 from .findings import Allow, Finding, Report, act, allowances, check_on_failure, make_finding
 from .graph import GraphMatch, read_match
 from .record import LaunchRecord, LaunchTrace, Site, site_of, trace_launches
@@ -188,6 +189,8 @@ class CheckedGraph:
             launch only), ``"always"`` or ``"never"``.
         graph_match: on CUDA, the graph's nodes matched to the trace (None when the
             graph was not read).
+        fallback: what :meth:`launch` runs in place of a graph that fails its checks
+            (:class:`~graphcheck.fallback.Fallback`: ``.mode``, and ``.report`` once it falls back).
     """
 
     def __init__(
@@ -204,9 +207,11 @@ class CheckedGraph:
         trace: LaunchTrace | None = None,
         allow: tuple[Allow, ...] = (),
         graph_match: GraphMatch | None = None,
+        fallback: Fallback | None = None,
     ) -> None:
         self.graph = graph
         self.graph_match = graph_match  # the CUDA graph's nodes as the cross-check matched them
+        self.fallback = fallback or Fallback(None)
         self._allow = allow
         self._full_trace = trace  # with Warp's internal operations: they made graph nodes too
         self.trace = trace.user_view() if trace is not None else None
@@ -311,13 +316,23 @@ class CheckedGraph:
         act(report, on_failure or self._on_failure, stacklevel=_stacklevel)
         return report
 
-    def launch(self, stream: Any = None, *, _stacklevel: int = 4) -> None:
+    def launch(self, stream: Any = None, *, fallback: str | None = None, _stacklevel: int = 4) -> None:
         """Check before replaying (as :attr:`replay_check` says), then ``wp.capture_launch``.
+
+        Args:
+            stream: passed to ``wp.capture_launch``.
+            fallback: ``"eager"`` or ``"recapture"``: what to do instead of replaying a graph
+                whose checks failed (None: as the graph was captured with; see
+                :mod:`graphcheck.fallback`).
 
         Raises:
             GraphCheckError: when the check fails and the graph was captured with
-                ``on_failure="raise"``; the graph is then not launched.
+                ``on_failure="raise"`` and no fallback; the graph is then not launched.
         """
+        mode = check_fallback(fallback) or self.fallback.mode
+        if mode is not None and self._enabled:
+            self.fallback.launch(self, mode, stream, _stacklevel - 1)
+            return
         if self.graph is None:
             raise RuntimeError(f"there is no graph to launch: the capture failed.\n{self.report}")
         if self._enabled and (
@@ -326,6 +341,12 @@ class CheckedGraph:
             self.check_replay(_stacklevel=_stacklevel)
             self._replay_checked = True
         _warp.capture_launch(self.graph, stream=stream)
+
+    def _adopt(self, other: CheckedGraph) -> None:
+        """Take over another capture's graph and verdict, keeping this site's settings (``"recapture"``)."""
+        fallback, on_failure = self.fallback, self._on_failure
+        self.__dict__.update(other.__dict__)
+        self.fallback, self._on_failure = fallback, on_failure
 
     def __repr__(self) -> str:
         return f"<CheckedGraph on {self.device}: {'ok' if self.ok else dict(self.report.kinds())}>"
@@ -367,6 +388,9 @@ class GraphGuard:
         force_module_load: passed to ``wp.ScopedCapture``.
         capture_mode: passed to ``wp.ScopedCapture``.
         name: what to call the site in reports (default: the reference's name).
+        fallback: ``"eager"`` or ``"recapture"``: :meth:`launch` calls ``reference``
+            (or captures it again) in place of a graph that fails its checks, and findings
+            warn instead of raising (see :mod:`graphcheck.fallback`).
 
     Attributes:
         report: the verdict, once the block has ended.
@@ -390,6 +414,7 @@ class GraphGuard:
         force_module_load: bool | None = None,
         capture_mode: Any = None,
         name: str | None = None,
+        fallback: str | None = None,
     ) -> None:
         if reference is not None and not callable(reference):
             raise TypeError(
@@ -402,6 +427,15 @@ class GraphGuard:
                 f"replay_check must be one of {', '.join(map(repr, _REPLAY_CHECKS))}, got {replay_check!r}"
             )
         self.replay_check = replay_check
+        self.fallback = check_fallback(fallback)
+        if self.fallback is not None and reference is None:
+            raise ValueError(
+                f"fallback={fallback!r} needs reference=: the callable to run (or capture again) in place of a "
+                "graph that fails its checks"
+            )
+        self._call: tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]] | None = (
+            (reference, (), {}) if reference is not None else None
+        )
         self.allow = allowances(allow)
         self.device = _check_device(device)
         self.reference = reference
@@ -527,7 +561,7 @@ class GraphGuard:
             entry = _Validated(self._key[1], self.report, _signature(owned), weakref.ref(self.checked))
             _remember(self._key, entry)
         try:
-            act(self.report, self.on_failure, stacklevel=self._stacklevel)
+            act(self.report, on_failure_with(self.on_failure, self.fallback), stacklevel=self._stacklevel)
         except Exception as error:
             if capture_error is not None:
                 raise error from capture_error
@@ -659,7 +693,17 @@ class GraphGuard:
             trace=trace,
             allow=self.allow,
             graph_match=self._graph_match if trace is not None else None,
+            fallback=Fallback(self.fallback, self._call, self._recapture),
         )
+
+    def _recapture(self) -> CheckedGraph:
+        """The same call captured and checked again, its reference call a step (``fallback="recapture"``)."""
+        assert self._call is not None
+        fn, args, kwargs = self._call
+        owners = self._owners if isinstance(self._owners, BufferSet) else InferredOwners(self._owners or ())
+        return capture(fn, *args, device=self.device, owners=owners, on_failure="ignore", allow=self.allow,
+                       replay_check=self.replay_check, revalidate=True, allow_foreign_nodes=self.allow_foreign_nodes,
+                       **self._options, **kwargs)  # fmt: skip
 
     # -- after the block ------------------------------------------------------------------
 
@@ -732,6 +776,7 @@ def capture(
     stream: Any = None,
     force_module_load: bool | None = None,
     capture_mode: Any = None,
+    fallback: str | None = None,
     **kwargs: Any,
 ) -> CheckedGraph:
     """Validate ``fn(*args, **kwargs)`` as a capture site, capture it, and return the graph.
@@ -758,6 +803,9 @@ def capture(
         stream: passed to ``wp.ScopedCapture``.
         force_module_load: passed to ``wp.ScopedCapture``.
         capture_mode: passed to ``wp.ScopedCapture``.
+        fallback: ``"eager"`` or ``"recapture"``: :meth:`CheckedGraph.launch` calls ``fn``
+            (or captures it again) in place of a graph that fails its checks, and findings
+            warn instead of raising (see :mod:`graphcheck.fallback`).
         kwargs: keyword arguments for ``fn``.
 
     Returns:
@@ -800,6 +848,7 @@ def capture(
         name=_callable_name(fn),
     )
     guard._stacklevel = 4  # warnings point at the caller of capture()
+    guard.fallback, guard._call = check_fallback(fallback), (fn, args, kwargs)
     if guard._key is not None:
         code, lasti = _caller_site(2)
         guard._key = _site_key(fn, code, lasti, guard.device)
