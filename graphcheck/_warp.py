@@ -707,6 +707,17 @@ _HANDLE_TYPES = tuple(
 )  # fmt: skip
 
 
+_STRUCTURES = tuple(cls for cls in (getattr(_types, n, None) for n in ("Mesh", "HashGrid", "Bvh", "Volume")) if cls)
+
+
+def structure_handle(value: Any) -> int | None:
+    """The ``id`` a kernel is handed for a Warp mesh, hash grid, BVH or volume, else None."""
+    if isinstance(value, _STRUCTURES):
+        handle = getattr(value, "id", None)
+        return int(handle) if handle else None
+    return None
+
+
 def array_range(arr: Any) -> tuple[int, int] | None:
     """``(start, end)`` of the memory an array may address, or None for a null array.
 

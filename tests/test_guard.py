@@ -476,3 +476,13 @@ def test_an_allocation_without_a_memory_pool_is_a_capture_error_with_the_mempool
     assert "memory pools are not enabled" in finding.message
     other = checks.capture_failed(RuntimeError("Cannot synchronize device while graph capture is active"), None, 0)
     assert "readbacks" in other.fix
+
+
+def test_a_hash_grid_rebuilt_after_capture_is_a_stale_handle():
+    sim = P.HashGridRebuild(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,))
+    assert checked.check_replay().ok
+    sim.grid = wp.HashGrid(4, 4, 4, device=DEVICE)
+    replay = checked.check_replay(on_failure="ignore")
+    assert {(f.kind, f.arg) for f in replay.findings} == {("stale-pointer", "grid")}, str(replay)
+    assert "owner.grid.id" in replay.findings[0].message
