@@ -110,7 +110,7 @@ KINDS: Mapping[str, Kind] = {
         ),
         Kind(
             "capture-error",
-            "the capture itself failed (a sync or readback inside it)",
+            "the capture failed, or on the CPU would fail on CUDA (a sync or readback inside it)",
             "move synchronisation and readbacks (.numpy(), wp.synchronize(), printing an array) out of the "
             "captured call",
         ),
