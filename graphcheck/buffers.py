@@ -57,6 +57,7 @@ class BufferSet:
         self._ends: list[int] = []
         self._owners: list[Buffer] = []
         self._dirty = True
+        self._by_start: tuple[list[int], list[Buffer], list[int]] | None = None
 
     @classmethod
     def of(cls, arrays: Iterable[Any], label: str = "") -> BufferSet:
@@ -152,6 +153,39 @@ class BufferSet:
         if i >= 0 and ptr < self._ends[i]:
             return self._owners[i]
         return None
+
+    def find(self, start: int, nbytes: int = 1) -> Buffer | None:
+        """The smallest buffer holding all of ``[start, start + nbytes)``, else None.
+
+        An argument can span more than the innermost buffer at its first byte (a view of
+        a base array both registered): then the smallest enclosing buffer answers.
+        """
+        hit = self.buffer_at(start)
+        end = start + max(nbytes, 1)
+        if hit is None or end <= hit.end:
+            return hit if hit is not None and end <= hit.end else None
+        starts, ordered, reach = self._enclosing()
+        best = None
+        i = bisect.bisect_right(starts, start)
+        # reach[j] is the furthest end among the first j+1 buffers by start: once it falls
+        # short of `end`, no buffer further left can hold the range.
+        while i > 0 and reach[i - 1] >= end:
+            i -= 1
+            b = ordered[i]
+            if b.end >= end and (best is None or b.nbytes < best.nbytes):
+                best = b
+        return best
+
+    def _enclosing(self) -> tuple[list[int], list[Buffer], list[int]]:
+        index = self._by_start
+        if index is None or len(index[1]) != len(self._buffers):
+            ordered = sorted(self._buffers, key=lambda b: b.start)
+            reach, furthest = [], 0
+            for b in ordered:
+                furthest = max(furthest, b.end)
+                reach.append(furthest)
+            index = self._by_start = ([b.start for b in ordered], ordered, reach)
+        return index
 
     def __contains__(self, ptr: object) -> bool:
         return isinstance(ptr, int) and self.locate(ptr) is not None
