@@ -261,6 +261,23 @@ def _add_overload(kernel: Any, arg_types: list[Any]) -> Any:
     return add(arg_types)
 
 
+#: Native helpers Warp's CPU graphs record only from a release on (``apic_record_*`` in
+#: ``warp/native/apic.cpp``). Before it, a call inside a CPU capture runs once, at capture
+#: time, and is not in the graph: a replay keeps the capture's result.
+_CPU_GRAPH_RECORDS_SINCE = {
+    "array_sum": (1, 16), "array_inner": (1, 16), "hash_grid_update": (1, 16), "bvh_refit": (1, 16),
+    "bvh_rebuild": (1, 16),
+}  # fmt: skip
+
+
+def cpu_graph_replays(label: str, version: str = WARP_VERSION) -> bool:
+    """Whether a CPU graph captured on Warp ``version`` replays native helper ``label``
+    (``"array_sum_float_host"``, as recorded)."""
+    match = _NATIVE_HELPER.match(f"wp_{label}")
+    since = _CPU_GRAPH_RECORDS_SINCE.get(match["stem"]) if match else None
+    return since is None or _release(version) >= since
+
+
 # --------------------------------------------------------------------------------------
 # Sessions: who records in this context
 # --------------------------------------------------------------------------------------

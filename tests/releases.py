@@ -19,3 +19,6 @@ def needs_warp(release: tuple[int, int], feature: str) -> pytest.MarkDecorator:
 
 #: Warp 1.16 made a CPU capture fail on a reduction read back to the host.
 CAPTURE_ERROR_ON_READBACK = needs_warp((1, 16), "the CPU capture error for array_sum() without an out array")
+
+#: Warp 1.16 made CPU graphs record HashGrid.build (before, the graph keeps the capture's grid).
+CPU_GRAPH_RECORDS_HASH_GRID = needs_warp((1, 16), "CPU graph capture of HashGrid.build")

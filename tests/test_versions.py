@@ -125,3 +125,23 @@ def test_version_names_graphcheck_warp_and_cuda_python():
         f"graphcheck {gc.__version__} (warp-lang {installed_version('warp-lang')}, "
         f"cuda-python {installed_version('cuda-python')})"
     )
+
+
+@pytest.mark.parametrize("helper", ["array_sum", "array_inner"])
+def test_the_table_says_which_reductions_a_cpu_graph_replays(helper, cpu):
+    """Warp 1.15's CPU graphs leave reductions out (they run once, at capture); 1.16 on
+    replay them. The table must say what this release really does."""
+    x = wp.full(8, 1.0, dtype=float, device=cpu)
+    out = wp.zeros(1, dtype=float, device=cpu)
+    reduce = getattr(wp.utils, helper)
+    args = (x,) if helper == "array_sum" else (x, x)
+    with wp.ScopedCapture(device=cpu) as capture:
+        reduce(*args, out=out)
+    x.fill_(2.0)
+    out.zero_()
+    wp.capture_launch(capture.graph)
+    replayed = out.numpy()[0] != 0.0
+    assert replayed == _warp.cpu_graph_replays(f"{helper}_float_host")
+    assert _warp.cpu_graph_replays(f"{helper}_float_host", "1.15.0") is False
+    assert _warp.cpu_graph_replays(f"{helper}_float_host", "1.16.0") is True
+    assert _warp.cpu_graph_replays("radix_sort_pairs_int_host", "1.15.0") is True
