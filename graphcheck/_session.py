@@ -21,7 +21,7 @@ from typing import Any
 
 from . import _warp
 from .params import ArrayRef
-from .record import Allocation, CapturedParams, LaunchRecord, LaunchTrace, site_of
+from .record import Allocation, CapturedParams, HostSync, LaunchRecord, LaunchTrace, site_of
 
 # One process-wide order for operations and allocations (next() on a count is atomic).
 _sequence = itertools.count(1)
@@ -354,6 +354,13 @@ class Session:
             return original(condition, *args, **kwargs)
         finally:
             self.conditional_depth -= 1
+
+    def on_host_sync(self, what: str) -> None:
+        """A readback (``array.numpy()``) or ``wp.synchronize*()``: a CUDA capture cannot run one."""
+        code, lasti, _, _ = _caller(sys._getframe(2), what)
+        event = HostSync(what, site_of(code, lasti), next(_sequence))
+        for trace in self.traces:
+            trace.host_syncs.append(event)
 
     # -- allocations ----------------------------------------------------------------------
 

@@ -447,6 +447,16 @@ def _install(cpu_invoke: Callable[[Callable[..., Any], bool], Callable[..., Any]
         if getattr(wp, name, None) is original:
             _set_attr(wp, name, conditional)
 
+    # Readbacks and synchronisation: a CPU capture runs them, a CUDA capture cannot.
+    for cls, method in ((_types.array, "numpy"), (_types.noncontiguous_array_base, "numpy")):
+        _set_attr(cls, method, _host_sync_hook(f"array.{method}()", vars(cls)[method]))
+    for name in _SYNCHRONIZE:
+        original = getattr(_context, name)
+        synchronize = _host_sync_hook(f"wp.{name}()", original)
+        _set_attr(_context, name, synchronize)
+        if getattr(wp, name, None) is original:
+            _set_attr(wp, name, synchronize)
+
     # Allocations.
     _orig["init_new"] = _set_attr(_types.array, "_init_new", _init_new_hook)
     _orig["init_from_data"] = _set_attr(_types.array, "_init_from_data", _init_from_data_hook)
@@ -570,6 +580,23 @@ def _init_from_data_hook(self: Any, *args: Any, **kwargs: Any) -> Any:
         # that exists only for this call.
         session.on_alloc(self, "wrapped")
     return result
+
+
+_SYNCHRONIZE = ("synchronize", "synchronize_device", "synchronize_stream", "synchronize_event")
+
+
+def _host_sync_hook(what: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    """A readback or synchronisation: noted, then done as Warp does it."""
+
+    def hook(*args: Any, **kwargs: Any) -> Any:
+        session = ACTIVE.get()
+        if session is not None:
+            session.on_host_sync(what)
+        return original(*args, **kwargs)
+
+    hook.__name__ = hook.__qualname__ = getattr(original, "__name__", what)
+    hook.__doc__ = original.__doc__
+    return hook
 
 
 def _make_conditional_hook(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -758,22 +785,44 @@ def struct_fields(value: Any) -> list[str] | None:
     return list(type(value)._cls.vars)  # type: ignore[attr-defined]
 
 
-def is_warp_object(value: Any) -> bool:
-    """Whether ``value`` is one of Warp's own objects (device, stream, kernel, graph...)."""
-    module = type(value).__module__ or ""
-    if module.startswith(("warp.examples", "warp.tests")):
-        return False  # user code that ships with Warp
-    return module == "warp" or module.startswith("warp.")
+def is_warp_handle(value: Any) -> bool:
+    """Whether ``value`` is a Warp handle that holds no producer's buffers (a device,
+    stream, event, kernel, function, module or graph): :func:`graphcheck.buffers_of`
+    never enters one. Warp's containers (optimizers, fem fields, sparse matrices, meshes,
+    hash grids, BVHs, volumes) are entered like any other object."""
+    return isinstance(value, _HANDLE_TYPES)
+
+
+_HANDLE_TYPES = tuple(
+    cls
+    for cls in (getattr(_context, name, None) for name in (
+        "Device", "Stream", "Event", "Kernel", "Function", "Module", "ModuleExec", "ModuleBuilder", "Graph",
+        "Runtime", "KernelHooks",
+    ))
+    if isinstance(cls, type)
+)  # fmt: skip
 
 
 def array_range(arr: Any) -> tuple[int, int] | None:
-    """``(start, end)`` of the memory an array may address, or None for a null array."""
+    """``(start, end)`` of the memory an array may address, or None for a null array.
+
+    A contiguous array spans its capacity; a strided or transposed view the span its
+    strides reach (Warp's ``capacity`` of a transposed view counts only its first row).
+    An indexed array is its data array's range.
+    """
     if isinstance(arr, _types.array):
         ptr = arr.ptr
         if not ptr:
             return None
-        nbytes = arr.capacity or arr.size * _types.type_size_in_bytes(arr.dtype)
-        return int(ptr), int(ptr) + max(int(nbytes), 1)
+        ptr = int(ptr)
+        if arr.is_contiguous:
+            return ptr, ptr + max(int(arr.capacity or arr.size * _types.type_size_in_bytes(arr.dtype)), 1)
+        shape, strides = tuple(arr.shape), tuple(arr.strides)
+        if not shape or 0 in shape:
+            return ptr, ptr + 1
+        low = sum((n - 1) * st for n, st in zip(shape, strides) if st < 0)
+        high = sum((n - 1) * st for n, st in zip(shape, strides) if st > 0)
+        return ptr + low, ptr + high + _types.type_size_in_bytes(arr.dtype)
     data = getattr(arr, "data", None)
     if isinstance(data, _types.array):
         return array_range(data)
@@ -782,7 +831,7 @@ def array_range(arr: Any) -> tuple[int, int] | None:
 
 def array_span(arr: Any) -> tuple[int, int] | None:
     """``(start, end)`` of a dense array's memory (the fast path of :func:`array_range`)."""
-    if type(arr) is _types.array:
+    if type(arr) is _types.array and arr.is_contiguous:
         ptr = arr.ptr
         if not ptr:
             return None
@@ -791,7 +840,7 @@ def array_span(arr: Any) -> tuple[int, int] | None:
 
 
 def array_parts(arr: Any) -> list[tuple[str, Any]]:
-    """The arrays an array holds on to: its gradient, an indexed array's base."""
+    """The arrays an array holds on to: its gradient, an indexed array's base and indices."""
     parts = []
     grad = getattr(arr, "_grad", None)
     if grad is not None:
@@ -799,6 +848,9 @@ def array_parts(arr: Any) -> list[tuple[str, Any]]:
     data = getattr(arr, "data", None)
     if isinstance(data, _types.Array):
         parts.append(("data", data))
+    indices = getattr(arr, "indices", None)
+    if isinstance(indices, (list, tuple)):
+        parts.extend((f"indices[{i}]", idx) for i, idx in enumerate(indices) if isinstance(idx, _types.Array))
     return parts
 
 

@@ -218,10 +218,11 @@ def buffers_of(*objects: Any, root: str | Sequence[str] | None = None, max_depth
     The walk goes through attributes (``__dict__`` and ``__slots__``), dataclass fields,
     ``@wp.struct`` fields, mappings, sequences and sets, the variables a function closes
     over and the object a bound method is bound to, up to ``max_depth`` levels; each
-    array's gradient is collected too (``<path>.grad``). It never enters Warp's own
-    objects other than arrays and structs (devices, streams, kernels, graphs), modules,
-    types, a function's globals, or numpy data, and visits each object once, so cycles
-    are safe.
+    array's gradient and an indexed array's indices are collected too (``<path>.grad``).
+    Warp's own containers (optimizers, fem fields, sparse matrices, meshes, hash grids,
+    BVHs, volumes) are entered; Warp's handles (devices, streams, kernels, modules,
+    graphs), modules, types and a function's globals are not. A numpy array the objects
+    hold counts as an owned host buffer. Each object is visited once, so cycles are safe.
 
     Args:
         objects: the producer and anything else it runs on.
@@ -269,6 +270,13 @@ def buffers_of(*objects: Any, root: str | Sequence[str] | None = None, max_depth
             for name, inner in _warp.array_parts(obj):
                 stack.append((inner, path, name, _ATTR, depth))
             continue
+        if type(obj) is np.ndarray:
+            # Host memory the producer keeps (a staging array): owned like its Warp arrays.
+            seen.add(id(obj))
+            span = _host_span(obj)
+            if span is not None:
+                buffers.append(Buffer(span[0], span[1], path))
+            continue
         if depth > max_depth or isinstance(obj, _LEAVES):
             continue
         seen.add(id(obj))
@@ -280,7 +288,7 @@ def buffers_of(*objects: Any, root: str | Sequence[str] | None = None, max_depth
             items, join = list(obj.items()), _KEY
         elif is_struct(obj):
             items, join = [(f, getattr(obj, f, None)) for f in _warp.struct_fields(obj) or ()], _ATTR
-        elif _warp.is_warp_object(obj):
+        elif _warp.is_warp_handle(obj):
             continue
         elif isinstance(obj, types.MethodType):
             items, join = [(None, obj.__self__)], _SAME
@@ -316,6 +324,15 @@ _JOINS: tuple[Callable[[str, Any], str], ...] = (
     lambda parent, key: f"{parent}{{{key}}}",
 )
 _LEAF_TYPES = frozenset({str, bytes, int, float, bool, complex, type(None)})
+
+
+def _host_span(array: np.ndarray) -> tuple[int, int] | None:
+    if not array.size or array.dtype.hasobject:
+        return None
+    start = array.__array_interface__["data"][0]
+    low = sum((n - 1) * st for n, st in zip(array.shape, array.strides) if st < 0)
+    high = sum((n - 1) * st for n, st in zip(array.shape, array.strides) if st > 0)
+    return start + low, start + high + array.itemsize
 
 
 def _attributes(obj: Any) -> list[tuple[str, Any]]:

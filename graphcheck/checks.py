@@ -299,3 +299,30 @@ def ownership(captured: LaunchTrace, owned: BufferSet) -> list[Finding]:
             )
         )
     return findings
+
+
+def cuda_rules(captured: LaunchTrace) -> list[Finding]:
+    """On the CPU, what would break the same capture on CUDA: one finding per readback or
+    synchronisation (and call site) inside the captured call.
+
+    A CPU capture defers its operations and runs a readback at once, so the readback sees
+    data the graph has not computed yet; a CUDA capture cannot run one at all.
+    """
+    findings = []
+    for what, site in dict.fromkeys((sync.what, sync.site) for sync in captured.host_syncs):
+        count = sum(1 for sync in captured.host_syncs if (sync.what, sync.site) == (what, site))
+        times = f" ({count} times)" if count > 1 else ""
+        findings.append(
+            make_finding(
+                "capture-error",
+                f"{what} inside the captured call{times}",
+                site=site,
+                captured=what,
+                values=(
+                    "works on the CPU, fails in a CUDA capture (a CUDA stream cannot synchronise or copy to the "
+                    "host while capturing), and on the CPU it reads data the deferred graph has not computed yet"
+                ),
+                detail={"cpu_only": True},
+            )
+        )
+    return findings

@@ -557,6 +557,10 @@ class GraphGuard:
             if temporaries:
                 notes.append(temporaries)
         ran.append("allocations")
+        if self.device.startswith("cpu"):
+            findings += checks.cuda_rules(user)
+        if not len(user):
+            notes.append("the capture recorded no operation: the graph does nothing when replayed")
         if owned is not None and not validated_before:
             findings += checks.ownership(user, owned)
             ran.append("ownership")

@@ -422,6 +422,24 @@ class Allocation:
         return f"{self.label} {self.how} at {self.site.short}" + (f" (wp.{self.via})" if self.via else "")
 
 
+class HostSync(NamedTuple):
+    """A readback to the host (``array.numpy()``, ``print(array)``) or a
+    ``wp.synchronize*()`` call made while recording.
+
+    A CPU capture runs it (and reads data the deferred graph has not computed yet); a
+    CUDA capture cannot: Warp raises, or the capture is invalidated.
+
+    Attributes:
+        what: ``"array.numpy()"``, ``"wp.synchronize()"``...
+        site: the user's call site.
+        seq: its place in the order of operations.
+    """
+
+    what: str
+    site: Site
+    seq: int
+
+
 class LaunchTrace:
     """The operations recorded in a :func:`trace_launches` block, in order.
 
@@ -432,6 +450,7 @@ class LaunchTrace:
     Attributes:
         include_warp: whether Warp's internal operations are kept.
         allocations: every :class:`Allocation` made while recording, in order.
+        host_syncs: every readback and synchronisation (:class:`HostSync`), in order.
     """
 
     def __init__(self, *, include_warp: bool = False) -> None:
@@ -441,6 +460,7 @@ class LaunchTrace:
         self._items: list[Any] = []
         self._materialized = 0  # items before this index are all LaunchRecords
         self.allocations: list[Allocation] = []
+        self.host_syncs: list[HostSync] = []
         self._token: Any = None
         self._alloc_index: tuple[list[int], list[Allocation], list[int]] | None = None
         self._alloc_order: dict[Allocation, tuple[Site, int]] = {}
@@ -455,6 +475,7 @@ class LaunchTrace:
         self._items = []
         self._materialized = 0
         self.allocations = []
+        self.host_syncs = []
         self._alloc_index = None
         self._alloc_order = {}
         self._token = _session.start(self)
@@ -508,6 +529,7 @@ class LaunchTrace:
         view._items = [r for r in self.records if not r.internal]
         view._materialized = len(view._items)
         view.allocations = self.allocations
+        view.host_syncs = self.host_syncs
         return view
 
     def kernels(self) -> list[str]:

@@ -31,12 +31,22 @@ class Producer:
     #: What a CUDA capture reports where it differs (a readback breaks a CUDA capture).
     expected_cuda: str | None = None
 
+    #: What a CPU capture reports besides: a readback inside the call is a capture-error
+    #: on the CPU too (it works there, and would fail in a CUDA capture).
+    also_on_cpu: tuple[str, ...] = ()
+
     @classmethod
     def expected_on(cls, device: str) -> str | None:
         """The finding kind expected when ``step`` is captured on ``device``."""
         if device.startswith("cuda") and cls.expected_cuda is not None:
             return cls.expected_cuda
         return cls.expected
+
+    @classmethod
+    def kinds_on(cls, device: str) -> set[str]:
+        """Every finding kind expected when ``step`` is captured on ``device``."""
+        kinds = {cls.expected_on(device)} - {None}
+        return kinds | set(cls.also_on_cpu) if device == "cpu" else kinds  # type: ignore[return-value]
 
     def __init__(self, device: str) -> None:
         self.device = device
@@ -279,6 +289,7 @@ class ReadbackLoop(Producer):
 
     expected = "launch-sequence-drift"
     expected_cuda = "capture-error"
+    also_on_cpu = ("capture-error",)
     wrong_replay_on_cpu = False  # after the first call the loop runs no iteration either way
 
     def __init__(self, device):
@@ -345,6 +356,7 @@ class DimFromReadback(Producer):
     """The launch dimension read back from a device counter that changes."""
 
     expected = "dim-drift"
+    also_on_cpu = ("capture-error",)
     expected_cuda = "capture-error"
 
     def __init__(self, device):

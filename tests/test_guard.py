@@ -396,3 +396,33 @@ def test_a_validated_site_with_the_same_buffers_records_nothing_but_still_checks
     third = validate()  # the buffers changed since the validation: record the capture again
     assert third.trace is not None and "allocations" in third.report.checks
     del first
+
+
+@pytest.mark.parametrize("sync", ["synchronize", "print", "list"])
+def test_on_the_cpu_what_breaks_a_cuda_capture_is_a_capture_error(sync, capsys):
+    class Syncing(P.Producer):
+        def step(self):
+            self.launch(K.add_one, [self.x])
+            if sync == "synchronize":
+                wp.synchronize()
+            elif sync == "print":
+                print(self.x)
+            else:
+                self.x.list()
+
+    sim = Syncing(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), on_failure="ignore")
+    (finding,) = checked.report.findings
+    assert finding.kind == "capture-error"
+    assert "works on the CPU, fails in a CUDA capture" in finding.message
+    assert finding.site.filename.endswith("test_guard.py")
+
+
+def test_a_capture_that_records_nothing_is_noted():
+    class Idle(P.Producer):
+        def step(self):
+            pass
+
+    sim = Idle(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,))
+    assert any("recorded no operation" in note for note in checked.report.notes)
