@@ -145,3 +145,27 @@ def test_the_table_says_which_reductions_a_cpu_graph_replays(helper, cpu):
     assert _warp.cpu_graph_replays(f"{helper}_float_host", "1.15.0") is False
     assert _warp.cpu_graph_replays(f"{helper}_float_host", "1.16.0") is True
     assert _warp.cpu_graph_replays("radix_sort_pairs_int_host", "1.15.0") is True
+
+
+@wp.kernel
+def finds_a_face(mesh: wp.uint64, p: wp.vec3, found: wp.array(dtype=int)):
+    found[0] = wp.where(wp.mesh_query_point(mesh, p, 0.5).result, 1, 0)
+
+
+def test_the_table_says_a_cpu_graph_replays_no_mesh_refit(cpu):
+    """No supported release records Mesh.refit() in a CPU graph: the replay leaves the BVH
+    where the capture put it."""
+    points = wp.array([[0, 0, 0], [1, 0, 0], [0, 1, 0]], dtype=wp.vec3, device=cpu)
+    mesh = wp.Mesh(points=points, indices=wp.array([0, 1, 2], dtype=int, device=cpu))
+    found = wp.zeros(1, dtype=int, device=cpu)
+    with wp.ScopedCapture(device=cpu) as capture:
+        mesh.refit()
+    points.assign([[10, 10, 10], [11, 10, 10], [10, 11, 10]])
+    wp.capture_launch(capture.graph)
+    wp.launch(finds_a_face, dim=1, inputs=[mesh.id, wp.vec3(10.2, 10.2, 10.0), found], device=cpu)
+    replayed = bool(found.numpy()[0])
+    assert replayed == _warp.cpu_graph_replays("mesh_refit_host")
+    assert not replayed
+    mesh.refit()  # eager: the BVH follows the points
+    wp.launch(finds_a_face, dim=1, inputs=[mesh.id, wp.vec3(10.2, 10.2, 10.0), found], device=cpu)
+    assert found.numpy()[0] == 1
