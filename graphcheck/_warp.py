@@ -32,6 +32,7 @@ The interposition points (Warp 1.15 to 1.19; what differs: see ``WARP_INTERNALS`
 ``array.zero_`` / ``fill_``   class attributes: memsets and fills
 ``capture_if``                module attributes (also ``wp.``): conditional
 ``capture_while``             graphs, their bodies' operations marked nested
+``context.capture_resume``    module global: the body graphs those two capture into
 ``array._init_new``           class attributes: allocations, arrays made from data
 ``_init_from_data``
 ``core.wp_<native helper>``   ctypes attributes: sort, scan, reductions, hash grid,
@@ -452,6 +453,7 @@ def _install(cpu_invoke: Callable[[Callable[..., Any], bool], Callable[..., Any]
         _set_attr(_context, name, conditional)
         if getattr(wp, name, None) is original:
             _set_attr(wp, name, conditional)
+    _orig["capture_resume"] = _set_attr(_context, "capture_resume", _capture_resume_hook)
 
     # Readbacks and synchronisation: a CPU capture runs them, a CUDA capture cannot.
     for cls, method in ((_types.array, "numpy"), (_types.noncontiguous_array_base, "numpy")):
@@ -617,6 +619,16 @@ def _make_conditional_hook(name: str, original: Callable[..., Any]) -> Callable[
     return hook
 
 
+def _capture_resume_hook(graph: Any, *args: Any, **kwargs: Any) -> Any:
+    # capture_if / capture_while resume the capture into each body graph: the session
+    # learns the bodies here, Graph branches and bodies without a recorded operation too.
+    result = _orig["capture_resume"](graph, *args, **kwargs)
+    session = ACTIVE.get()
+    if session is not None:
+        session.on_capture_resume(graph)
+    return result
+
+
 def _make_native_hook(name: str, original: Any, on_device: bool) -> Callable[..., Any]:
     label = name[3:]
 
@@ -766,6 +778,18 @@ ALLOCATING_FUNCTIONS = frozenset(
     {
         "zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "empty", "empty_like",
         "clone", "_alloc_grad", "_init_from_data", "contiguous", "to", "numpy", "list",
+    }
+)  # fmt: skip
+
+
+#: The Warp functions a user calls to make an array: an allocation made under any other
+#: Warp function (``wp.fem.integrate``, ``HashGrid.build``) is Warp's own, for its caches
+#: and scratch.
+USER_ALLOCATORS = frozenset(
+    {
+        "zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "empty", "empty_like", "clone",
+        "array", "from_numpy", "contiguous", "to", "assign", "copy", "_alloc_grad", "grad", "requires_grad",
+        "indexedarray", "reshape", "view", "flatten", "transpose",
     }
 )  # fmt: skip
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from . import _warp
 
-__all__ = ["Buffer", "BufferSet", "buffers_of"]
+__all__ = ["Buffer", "BufferSet", "arrays_of", "buffers_of"]
 
 
 class Buffer(NamedTuple):
@@ -236,6 +236,22 @@ def buffers_of(*objects: Any, root: str | Sequence[str] | None = None, max_depth
     Raises:
         TypeError: when ``root`` does not give one label per object.
     """
+    return _walk(objects, root, max_depth, None)
+
+
+def arrays_of(*objects: Any, root: str | Sequence[str] | None = None, max_depth: int = 12) -> list[tuple[str, Any]]:
+    """``(path, array)`` of every Warp array :func:`buffers_of` finds, in the order it finds them.
+
+    The same walk and the same labels, with the arrays themselves, to read what they hold.
+    """
+    found: list[tuple[str, Any]] = []
+    _walk(objects, root, max_depth, found)
+    return found
+
+
+def _walk(
+    objects: Sequence[Any], root: str | Sequence[str] | None, max_depth: int, found: list[tuple[str, Any]] | None
+) -> BufferSet:
     if isinstance(root, str):
         roots = [root] if len(objects) == 1 else [f"{root}{i}" for i in range(len(objects))]
     elif root is None:
@@ -267,6 +283,8 @@ def buffers_of(*objects: Any, root: str | Sequence[str] | None = None, max_depth
             span = array_span(obj)
             if span is not None:
                 buffers.append(Buffer(span[0], span[1], path))
+            if found is not None:
+                found.append((path, obj))
             for name, inner in _warp.array_parts(obj):
                 stack.append((inner, path, name, _ATTR, depth))
             continue

@@ -115,6 +115,19 @@ KINDS: Mapping[str, Kind] = {
             "move synchronisation and readbacks (.numpy(), wp.synchronize(), printing an array) out of the "
             "captured call",
         ),
+        Kind(
+            "replay-divergence",
+            "replayed, the graph's results differ from eager stepping (verify_replay)",
+            "the structural findings alongside say why; with none, the graph replays other work than Warp launched "
+            "(the limits page lists such Warp behaviour, e.g. two overloads of one generic kernel in one CPU "
+            "capture): avoid the pattern, or step eagerly there",
+        ),
+        Kind(
+            "shared-buffer",
+            "two producers built alike use the same buffer (check_producer)",
+            "allocate the buffer per producer, in its constructor: a module-level cache, a class attribute or a "
+            "mutable default argument is shared by every producer built alike",
+        ),
     )
 }
 
@@ -181,12 +194,14 @@ def make_finding(
     captured: Any = None,
     values: str | None = None,
     detail: Mapping[str, Any] | None = None,
+    fix: str | None = None,
 ) -> Finding:
     """Build a finding and its one-line message.
 
-    The message reads ``<what> [argument 'x'] (launch #i, file.py:12): <values>; fix: ...``.
+    The message reads ``<what> [argument 'x'] (launch #i, file.py:12): <values>; fix: ...``;
+    ``fix`` replaces the kind's usual fix where the cause calls for another.
     """
-    fix = KINDS[kind].fix
+    fix = fix or KINDS[kind].fix
     where = []
     if index is not None:
         where.append(f"operation #{index}")

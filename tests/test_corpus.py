@@ -5,7 +5,6 @@ import pytest
 import graphcheck as gc
 from tests import producers as P
 from tests.releases import CAPTURE_ERROR_ON_READBACK, CPU_GRAPH_RECORDS_HASH_GRID
-from tests.twin import replay_against_twin
 
 DEVICE = "cpu"
 UNSAFE = [pytest.param(p, marks=CAPTURE_ERROR_ON_READBACK) if p is P.ReductionReadback else p for p in P.UNSAFE]
@@ -74,13 +73,15 @@ def test_the_corpus_is_large_enough():
 
 @pytest.mark.parametrize("producer", SAFE, ids=lambda p: p.__name__)
 def test_safe_producer_replays_like_an_eager_twin(producer):
-    assert replay_against_twin(lambda: producer(DEVICE)) == []
+    report = gc.verify_replay(producer, steps=4, device=DEVICE, on_failure="ignore")
+    assert report.ok and "values" in report.checks, str(report)
 
 
 @pytest.mark.parametrize("producer", [p for p in P.UNSAFE if p.wrong_replay_on_cpu], ids=lambda p: p.__name__)
 def test_unsafe_producer_replays_wrong(producer):
     # The verdict is a claim: where the CPU can show it, replaying differs from stepping.
-    assert replay_against_twin(lambda: producer(DEVICE)) != []
+    report = gc.verify_replay(producer, steps=4, device=DEVICE, on_failure="ignore")
+    assert "replay-divergence" in report.kinds(), str(report)
 
 
 @pytest.mark.parametrize("producer", [p for p in P.ALL if p.expected_strict], ids=lambda p: p.__name__)
