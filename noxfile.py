@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import nox
 
 nox.needs_version = ">=2024.3"
@@ -14,6 +17,23 @@ nox.options.reuse_existing_virtualenvs = True
 def tests(session: nox.Session) -> None:
     """Run the test suite on the CPU (real Warp kernels and real CPU graph captures)."""
     session.install("-e", ".[test]")
+    session.run("python", "-m", "pytest", *session.posargs)
+
+
+def _tested_warp_versions() -> list[str]:
+    """graphcheck._warp.TESTED_WARP_VERSIONS, read from the source (importing it imports Warp)."""
+    source = Path(__file__).parent.joinpath("graphcheck", "_warp.py").read_text()
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["TESTED_WARP_VERSIONS"]:
+            return list(ast.literal_eval(node.value))
+    raise RuntimeError("graphcheck/_warp.py assigns no TESTED_WARP_VERSIONS")
+
+
+@nox.session
+@nox.parametrize("warp", [nox.param(version, id=version) for version in _tested_warp_versions()])
+def warp(session: nox.Session, warp: str) -> None:
+    """Run the test suite against this Warp release (``nox -s warp``: every supported one)."""
+    session.install("-e", ".[test]", f"warp-lang=={warp}")
     session.run("python", "-m", "pytest", *session.posargs)
 
 
