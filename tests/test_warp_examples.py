@@ -20,6 +20,12 @@ A careful engineer's verdict on each capture site, which graphcheck must reach:
   before each replay (``tests/scripts/graph_capture_realloc.py``): the graph writes the old
   buffer, so every ``wp.capture_launch`` must report a stale-pointer on ``fbm``'s ``z``.
 
+- ``example_dem.Example.simulate``: clean.
+- ``example_fft_poisson_navier_stokes_2d.Example.step``: unsafe, a bug in the example: it swaps
+  ``omega_curr``/``omega_next`` once per RK3 stage, three times, so each replay starts from the
+  buffer that holds the second stage, not the last: buffer-drift on ``rk3_update``'s
+  ``omega_curr`` and ``omega_next``, ``copy_float_to_vec2``'s ``omega`` and the final copy.
+
 Safe verdicts are checked against a twin example stepped eagerly: every array bit-identical.
 """
 
@@ -156,3 +162,30 @@ def test_fluid_whole_step_would_freeze_its_emitter(examples):
     assert set(checked.report.kinds()) == {"scalar-drift"}
     (finding,) = checked.report.findings
     assert (finding.kernel, finding.arg) == ("warp.examples.core.example_fluid.init", "dir")
+
+
+def test_dem_simulate_is_replay_safe():
+    from warp.examples.core.example_dem import Example
+
+    with wp.ScopedDevice(DEVICE):
+        example, twin = Example(stage_path=None), Example(stage_path=None)
+        checked = gc.capture(example.simulate, device=DEVICE, owners=(example,))
+        assert checked.ok, str(checked.report)
+        assert_replays_like_eager(checked, example, twin, lambda e: e.simulate(), replays=2)
+
+
+@pytest.mark.xfail(strict=True, raises=WrongVerdict, reason=OPAQUE_ARRAYS)
+def test_fft_navier_stokes_step_swaps_its_fields_an_odd_number_of_times():
+    from warp.examples.core.example_fft_poisson_navier_stokes_2d import Example
+
+    with wp.ScopedDevice(DEVICE):
+        example, twin = Example(), Example()
+        checked = gc.capture(example.step, device=DEVICE, owners=(example,), on_failure="ignore")
+        twin.step()
+        for _ in range(2):
+            checked.launch()
+            twin.step()
+        assert {"omega_start", "psi"} <= set(differing(example, twin))  # the replay went wrong
+        drifted = {f.arg for f in checked.report.of_kind("buffer-drift")}
+        if set(checked.report.kinds()) != {"buffer-drift"} or not {"omega_curr", "omega_next", "omega"} <= drifted:
+            raise WrongVerdict(f"expected buffer-drift on omega_curr, omega_next and omega:\n{checked.report}")
