@@ -21,7 +21,7 @@ from typing import Any
 
 from . import _warp
 from .params import ArrayRef
-from .record import Allocation, CapturedParams, LaunchRecord, LaunchTrace, site_of
+from .record import Allocation, CapturedParams, HostSync, LaunchRecord, LaunchTrace, site_of
 
 # One process-wide order for operations and allocations (next() on a count is atomic).
 _sequence = itertools.count(1)
@@ -90,31 +90,7 @@ def _via_name(code: CodeType) -> str:
     return entry[1]
 
 
-def _plain(value: Any) -> Any:
-    """A fill value or native argument as a plain, comparable Python value."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, ctypes._SimpleCData):
-        return _plain(value.value)
-    if isinstance(value, ctypes.Array):
-        return tuple(_plain(v) for v in value)
-    if isinstance(value, ctypes._Pointer):
-        return bytes(value.contents).hex()
-    obj = getattr(value, "_obj", None)  # ctypes.byref(...)
-    if isinstance(obj, (ctypes.Structure, ctypes.Array, ctypes._SimpleCData)):
-        return bytes(obj).hex()
-    item = getattr(value, "item", None)  # numpy scalars
-    if callable(item) and getattr(value, "shape", None) == ():
-        return _plain(item())
-    inner = getattr(value, "value", None)  # wp.float32(1.0)...
-    if isinstance(inner, (bool, int, float)):
-        return inner
-    if _warp.is_struct_instance(value):
-        return _warp.struct_bytes(value).hex()
-    try:
-        return tuple(_plain(v) for v in value)
-    except TypeError:
-        return repr(value)
+_plain = _warp.plain_value
 
 
 def _array_ref(arr: Any) -> ArrayRef:
@@ -131,7 +107,7 @@ def _array_ref(arr: Any) -> ArrayRef:
 class Session:
     """What one context is recording: its active traces and the call in progress."""
 
-    __slots__ = ("allocations_seen", "appends", "conditional_depth", "in_memset", "pending", "traces")
+    __slots__ = ("allocations_seen", "appends", "conditional_depth", "in_memset", "pending", "traces", "uploading")
 
     def __init__(self, traces: tuple[LaunchTrace, ...]) -> None:
         self.traces = traces
@@ -140,6 +116,7 @@ class Session:
         self.pending: Any = None
         self.in_memset = False
         self.allocations_seen = 0
+        self.uploading = 0  # inside wp.array(data): allocations are filled from host memory
         self.conditional_depth = 0
 
     # -- delivery -------------------------------------------------------------------------
@@ -354,7 +331,7 @@ class Session:
         device = _warp.get_device(None if on_device else "cpu")
         handle = _warp.device_stream_handle(device) if on_device else None
         record = LaunchRecord(
-            "native", name, False, None, {f"arg{i}": _plain(a) for i, a in enumerate(args)}, str(device), 0, 0,
+            "native", name, False, None, _warp.native_args(name, args), str(device), 0, 0,
             handle, code, lasti, via, internal, next(_sequence), False, None, (),
         )  # fmt: skip
         return self._run(record, original, args, {}, handle)
@@ -378,10 +355,21 @@ class Session:
         finally:
             self.conditional_depth -= 1
 
+    def on_host_sync(self, what: str) -> None:
+        """A readback (``array.numpy()``) or ``wp.synchronize*()``: a CUDA capture cannot run one."""
+        code, lasti, _, _ = _caller(sys._getframe(2), what)
+        event = HostSync(what, site_of(code, lasti), next(_sequence))
+        for trace in self.traces:
+            trace.host_syncs.append(event)
+
     # -- allocations ----------------------------------------------------------------------
 
     def on_alloc(self, arr: Any, how: str) -> None:
+        """An allocation: ``how`` is ``"allocated"`` (``"uploaded"`` when ``wp.array(data)``
+        fills it from host data) or ``"wrapped"`` (host memory Warp aliased)."""
         self.allocations_seen += 1
+        if how == "allocated" and self.uploading:
+            how = "uploaded"
         span = _warp.array_range(arr)
         if span is None:
             return

@@ -58,9 +58,10 @@ KINDS: Mapping[str, Kind] = {
         ),
         Kind(
             "per-call-allocation",
-            "an argument buffer was allocated during the call",
-            "allocate the buffer once, outside the captured call, and reuse it: a buffer allocated inside is baked "
-            "into the graph and gone after the call",
+            "a buffer made during the call holds host data that dies with the call (with strict_ownership: any "
+            "buffer made during the call)",
+            "upload host data outside the captured call into a buffer the producer owns (or keep the host staging "
+            "array on the producer and copy from it): a replay does not run the upload again",
         ),
         Kind(
             "launch-sequence-drift",

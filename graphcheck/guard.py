@@ -104,7 +104,7 @@ class _Baked:
     @classmethod
     def at(cls, ptr: int, nbytes: int, owned: BufferSet | None, index: int, record: LaunchRecord, arg: str) -> _Baked:
         """``ptr`` as ``record``'s argument ``arg``, labelled by the owned buffer holding it."""
-        hit = owned.buffer_at(ptr) if owned is not None else None
+        hit = owned.find(ptr, nbytes) if owned is not None else None
         return cls(ptr, max(nbytes, 1), hit.label if hit else None, index, record.kernel, arg, record.site)
 
 
@@ -263,7 +263,7 @@ class CheckedGraph:
         for baked in self._baked:
             if baked.label is None:
                 continue  # not owned at capture: reported then
-            hit = owned.buffer_at(baked.ptr)
+            hit = owned.find(baked.ptr, baked.nbytes) or owned.buffer_at(baked.ptr)
             if hit is None:
                 problem = f"{baked.ptr:#x} ({baked.label} at capture) is in no buffer the owners hold now"
             elif baked.ptr + baked.nbytes > hit.end:
@@ -354,6 +354,9 @@ class GraphGuard:
             the comparison).
         allow_foreign_nodes: on CUDA, accept graph nodes no Warp operation made (work
             of other libraries captured in the block).
+        strict_ownership: report every buffer made during the block as a
+            ``per-call-allocation``, device temporaries included (by default those are
+            fine: Warp makes memory allocated during a capture graph-owned).
         stream: passed to ``wp.ScopedCapture``.
         force_module_load: passed to ``wp.ScopedCapture``.
         capture_mode: passed to ``wp.ScopedCapture``.
@@ -376,6 +379,7 @@ class GraphGuard:
         replay_check: str = "first",
         revalidate: bool = False,
         allow_foreign_nodes: bool = False,
+        strict_ownership: bool = False,
         stream: Any = None,
         force_module_load: bool | None = None,
         capture_mode: Any = None,
@@ -397,6 +401,7 @@ class GraphGuard:
         self.reference = reference
         self.enabled = checking_enabled()
         self.allow_foreign_nodes = allow_foreign_nodes
+        self.strict_ownership = bool(strict_ownership)
         if owners is None:
             self._owners: tuple[Any, ...] | BufferSet | None = (reference,) if reference is not None else None
         else:
@@ -535,8 +540,9 @@ class GraphGuard:
         ran = []
         notes = []
         validated_before = self._reference_trace is None and self.reference is not None
+        strict = self.strict_ownership
         if self._reference_trace is not None:
-            findings += checks.drift(self._reference_trace, user, owned)
+            findings += checks.drift(self._reference_trace, user, owned, strict=strict)
             ran.append("compare")
         elif validated_before:
             notes.append(
@@ -546,8 +552,15 @@ class GraphGuard:
         else:
             notes.append("no reference call: the comparison did not run")
         if user.allocations:
-            findings += checks.allocations(user, owned)
+            findings += checks.allocations(user, owned, strict=strict)
+            temporaries = checks.graph_owned(user, owned, strict=strict)
+            if temporaries:
+                notes.append(temporaries)
         ran.append("allocations")
+        if self.device.startswith("cpu"):
+            findings += checks.cuda_rules(user)
+        if not len(user):
+            notes.append("the capture recorded no operation: the graph does nothing when replayed")
         if owned is not None and not validated_before:
             findings += checks.ownership(user, owned)
             ran.append("ownership")
@@ -595,9 +608,9 @@ class GraphGuard:
 
     def _baked(self, trace: LaunchTrace, user: LaunchTrace, owned: BufferSet | None) -> list[_Baked]:
         out = [
-            _Baked.at(ref.start, ref.nbytes, owned, index, record, name)
+            _Baked.at(address.start, address.nbytes, owned, index, record, address.arg)
             for index, record in enumerate(user.records)
-            for name, ref in record.arrays()
+            for address in record.addresses()
         ]
         if self.graph is not None and _warp.graph_handle(self.graph):
             from . import crosscheck
@@ -686,6 +699,7 @@ def capture(
     replay_check: str = "first",
     revalidate: bool = False,
     allow_foreign_nodes: bool = False,
+    strict_ownership: bool = False,
     stream: Any = None,
     force_module_load: bool | None = None,
     capture_mode: Any = None,
@@ -710,6 +724,8 @@ def capture(
         replay_check: when :meth:`CheckedGraph.launch` checks the baked addresses.
         revalidate: validate again a site that passed before in this process.
         allow_foreign_nodes: on CUDA, accept graph nodes no Warp operation made.
+        strict_ownership: report device temporaries made during the call too (see
+            :class:`GraphGuard`).
         stream: passed to ``wp.ScopedCapture``.
         force_module_load: passed to ``wp.ScopedCapture``.
         capture_mode: passed to ``wp.ScopedCapture``.
@@ -748,6 +764,7 @@ def capture(
         replay_check=replay_check,
         revalidate=revalidate,
         allow_foreign_nodes=allow_foreign_nodes,
+        strict_ownership=strict_ownership,
         stream=stream,
         force_module_load=force_module_load,
         capture_mode=capture_mode,
