@@ -13,20 +13,11 @@ import warp as wp
 
 import graphcheck as gc
 
-from .twins import Twins, WrongVerdict, assert_caught, assert_no_finding, bytes_of, replay_against_twin
+from .twins import Twins, assert_caught, assert_no_finding, bytes_of, replay_against_twin
 
 pytest.importorskip("newton", reason="needs newton: nox -s clients installs it")
 import newton
 import newton.examples
-
-OPAQUE_ARRAYS = (
-    "graphcheck decodes arrays annotated wp.array[T]/wp.array2d[T] (Warp's _ArrayAnnotation) as opaque "
-    "bytes: their addresses are compared as scalars and never checked"
-)
-DEVICE_TEMPORARIES = (
-    "graphcheck reports MuJoCo Warp's device temporaries (wp.empty/wp.full, the capture_while condition) "
-    "as per-call-allocation"
-)
 
 
 class Cartpole:
@@ -93,7 +84,6 @@ def step(example):
     example.simulate()
 
 
-@pytest.mark.xfail(strict=True, raises=WrongVerdict, reason=f"{OPAQUE_ARRAYS}; {DEVICE_TEMPORARIES}")
 def test_simulate_replays_right_and_has_no_finding():
     twins = Twins(Cartpole)
     checked = gc.capture(twins.subject.simulate, owners=(twins.subject,), on_failure="ignore")
@@ -103,7 +93,6 @@ def test_simulate_replays_right_and_has_no_finding():
     assert_no_finding(checked.report)
 
 
-@pytest.mark.xfail(strict=True, raises=WrongVerdict, reason=f"{OPAQUE_ARRAYS}; {DEVICE_TEMPORARIES}")
 def test_a_counter_in_the_substep_length_is_copy_drift():
     # SolverMuJoCo hands dt to MuJoCo Warp by `mjw_model.opt.timestep.fill_(dt)`: a fill, not a kernel argument.
     twins = Twins(CountedCartpole)
@@ -112,7 +101,6 @@ def test_a_counter_in_the_substep_length_is_copy_drift():
     assert_caught(checked.report, "copy-drift", ["value"])
 
 
-@pytest.mark.xfail(strict=True, raises=WrongVerdict, reason=f"{OPAQUE_ARRAYS}; {DEVICE_TEMPORARIES}")
 def test_an_odd_substep_count_without_the_assign_is_buffer_drift():
     twins = Twins(lambda: Cartpole(substeps=9, assign_odd=False))
     checked = gc.capture(twins.subject.simulate, owners=(twins.subject,), on_failure="ignore")
@@ -120,14 +108,12 @@ def test_an_odd_substep_count_without_the_assign_is_buffer_drift():
     assert_caught(checked.report, "buffer-drift", ["joint_q"])
 
 
-@pytest.mark.xfail(strict=True, raises=WrongVerdict, reason=f"{OPAQUE_ARRAYS}; {DEVICE_TEMPORARIES}")
 def test_a_host_uploaded_temporary_is_per_call_allocation():
     example = UploadingCartpole()
     checked = gc.capture(example.simulate, owners=(example,), on_failure="ignore")
     assert_caught(checked.report, "per-call-allocation", ["src"])
 
 
-@pytest.mark.xfail(strict=True, raises=WrongVerdict, reason=OPAQUE_ARRAYS)
 def test_a_state_reallocated_after_capture_is_a_stale_pointer():
     example = Cartpole()
     checked = gc.capture(example.simulate, owners=(example,), on_failure="ignore")

@@ -12,9 +12,10 @@ import graphcheck as gc
 from .twins import Twins, WrongVerdict, assert_no_finding, replay_against_twin
 
 FEM_DEFECTS = (
-    "graphcheck does not enter warp.fem fields/spaces/quadratures (foreign-buffer), reports fem's device "
-    "scratch from wp.integrate/wp.interpolate as per-call-allocation, decodes wp.array[T] arguments as opaque "
-    "bytes and native sort/scan helpers' pointers as raw integers (scalar-drift)"
+    "graphcheck matches temporaries by allocation order over the whole call, so the quadrature arrays "
+    "warp.fem allocates once in the reference call and caches (RegularQuadrature.CachedFormula._cache) shift "
+    "the order: buffer-drift 'temporary #2 ... in the reference call, temporary #0 captured'; and it reports "
+    "those cached arrays, held by a warp.fem class-level cache, as foreign-buffer (qp_arg.points/weights)"
 )
 
 
