@@ -84,9 +84,10 @@ def _signature(buffers: BufferSet | None) -> tuple[Any, ...] | None:
 
 
 def checking_enabled() -> bool:
-    """False when the environment variable ``GRAPHCHECK_DISABLE`` is set (to anything but ``0``)."""
+    """False when the environment variable ``GRAPHCHECK_DISABLE`` is 1, true, yes or on
+    (any case); any other value, ``0`` and ``false`` included, leaves checking on."""
     value = os.environ.get("GRAPHCHECK_DISABLE", "")
-    return value.strip() in ("", "0")
+    return value.strip().lower() not in ("1", "true", "yes", "on")
 
 
 @dataclass(frozen=True)
@@ -253,11 +254,13 @@ class CheckedGraph:
         __tracebackhide__ = True
         name, device = self.report.name, self.device
         if not self._enabled:
-            return Report(name=name, device=device, notes=["checking disabled by GRAPHCHECK_DISABLE"])
+            return Report(name=name, device=device, skipped=[("replay", "checking disabled by GRAPHCHECK_DISABLE")])
         if self.graph is None:
             raise RuntimeError(f"there is no graph to replay: the capture failed.\n{self.report}")
         if self._owners is None:
-            return Report(name=name, device=device, notes=["no owners to check the graph's addresses against"])
+            return Report(
+                name=name, device=device, skipped=[("replay", "no owners to check the graph's addresses against")]
+            )
         owned = self.owned_buffers()
         stale: dict[int, list[Any]] = {}
         for baked in self._baked:
@@ -354,6 +357,8 @@ class GraphGuard:
             the comparison).
         allow_foreign_nodes: on CUDA, accept graph nodes no Warp operation made (work
             of other libraries captured in the block).
+        strict_ownership: ask that every buffer the block uses be owned, temporaries
+            made during the call included.
         stream: passed to ``wp.ScopedCapture``.
         force_module_load: passed to ``wp.ScopedCapture``.
         capture_mode: passed to ``wp.ScopedCapture``.
@@ -376,6 +381,7 @@ class GraphGuard:
         replay_check: str = "first",
         revalidate: bool = False,
         allow_foreign_nodes: bool = False,
+        strict_ownership: bool = False,
         stream: Any = None,
         force_module_load: bool | None = None,
         capture_mode: Any = None,
@@ -397,6 +403,7 @@ class GraphGuard:
         self.reference = reference
         self.enabled = checking_enabled()
         self.allow_foreign_nodes = allow_foreign_nodes
+        self.strict_ownership = strict_ownership
         if owners is None:
             self._owners: tuple[Any, ...] | BufferSet | None = (reference,) if reference is not None else None
         else:
@@ -482,11 +489,12 @@ class GraphGuard:
         if exc is not None:
             if not (self.enabled and _is_capture_error(exc)):
                 note = f"the guarded block raised {type(exc).__name__}: nothing was checked"
-                self.report = Report(name=self.name, device=self.device, notes=[note])
+                self.report = Report(name=self.name, device=self.device, skipped=[("all checks", note)])
                 return False  # the user's own exception propagates unchanged
             capture_error = exc
         if not self.enabled:
-            self.report = Report(name=self.name, device=self.device, notes=["checking disabled by GRAPHCHECK_DISABLE"])
+            self.report = Report(name=self.name, device=self.device,
+                                 skipped=[("all checks", "checking disabled by GRAPHCHECK_DISABLE")])  # fmt: skip
             self.checked = self._checked(list, None)
             return False
         if self._reused is not None and capture_error is None:
@@ -510,7 +518,7 @@ class GraphGuard:
         else:
             self.report = self._analyze(trace, user, owned)
         self.checked = self._checked(lambda: self._baked(trace, user, owned), trace)
-        if self.report.ok and self._reference_trace is not None and self._key is not None:
+        if not self.report.findings and self._reference_trace is not None and self._key is not None:
             # While the validated graph lives, a later capture of the same buffers bakes the
             # addresses it baked: its replay check can serve the new graph too.
             entry = _Validated(self._key[1], self.report, _signature(owned), weakref.ref(self.checked))
@@ -534,17 +542,16 @@ class GraphGuard:
         findings: list[Finding] = []
         ran = []
         notes = []
+        skipped = []
         validated_before = self._reference_trace is None and self.reference is not None
         if self._reference_trace is not None:
             findings += checks.drift(self._reference_trace, user, owned)
             ran.append("compare")
         elif validated_before:
-            notes.append(
-                "validated before in this process: the reference call, the comparison and the ownership check"
-                " were skipped (revalidate=True runs them all)"
-            )
+            why = "validated before in this process (revalidate=True runs it again)"
+            skipped += [("compare", why), ("ownership", why)]
         else:
-            notes.append("no reference call: the comparison did not run")
+            skipped.append(("compare", "no reference call (pass reference=, or use graphcheck.capture)"))
         if user.allocations:
             findings += checks.allocations(user, owned)
         ran.append("allocations")
@@ -552,7 +559,7 @@ class GraphGuard:
             findings += checks.ownership(user, owned)
             ran.append("ownership")
         elif owned is None:
-            notes.append("no owners: the ownership check did not run and replays are not checked")
+            skipped += [("ownership", "no owners (pass owners=)"), ("replay", "no owners: replays are not checked")]
         if self.graph is not None and _warp.graph_handle(self.graph):
             from . import crosscheck
 
@@ -563,7 +570,7 @@ class GraphGuard:
             notes += graph_notes
             ran.append("graph")
         elif not self.device.startswith("cpu"):
-            notes.append("the captured CUDA graph could not be read: its nodes were not cross-checked")
+            skipped.append(("graph", "the captured CUDA graph could not be read: its nodes were not cross-checked"))
         return Report(
             findings,
             allow=self.allow,
@@ -571,6 +578,7 @@ class GraphGuard:
             device=self.device,
             operations=len(user),
             checks=ran,
+            skipped=skipped,
             notes=notes,
         )
 
@@ -686,6 +694,7 @@ def capture(
     replay_check: str = "first",
     revalidate: bool = False,
     allow_foreign_nodes: bool = False,
+    strict_ownership: bool = False,
     stream: Any = None,
     force_module_load: bool | None = None,
     capture_mode: Any = None,
@@ -710,6 +719,7 @@ def capture(
         replay_check: when :meth:`CheckedGraph.launch` checks the baked addresses.
         revalidate: validate again a site that passed before in this process.
         allow_foreign_nodes: on CUDA, accept graph nodes no Warp operation made.
+        strict_ownership: ask that every buffer be owned (see :class:`GraphGuard`).
         stream: passed to ``wp.ScopedCapture``.
         force_module_load: passed to ``wp.ScopedCapture``.
         capture_mode: passed to ``wp.ScopedCapture``.
@@ -748,6 +758,7 @@ def capture(
         replay_check=replay_check,
         revalidate=revalidate,
         allow_foreign_nodes=allow_foreign_nodes,
+        strict_ownership=strict_ownership,
         stream=stream,
         force_module_load=force_module_load,
         capture_mode=capture_mode,

@@ -280,7 +280,8 @@ def test_marker_guards_every_capture_of_the_test(inner: pytest.Pytester):
         "test_safe_capture_passes",
     ]
     (allowed,) = by_test["test_allowed_kind_passes"]
-    assert allowed["report"]["ok"] and [f["kind"] for f in allowed["report"]["suppressed"]] == ["per-call-allocation"]
+    assert allowed["report"]["status"] == "partial", "no reference call: compare did not run"
+    assert [f["kind"] for f in allowed["report"]["suppressed"]] == ["per-call-allocation"]
     (failed,) = by_test["test_per_call_allocation_fails"]
     assert failed["source"] == "marker" and [f["kind"] for f in failed["report"]["findings"]] == ["per-call-allocation"]
     assert written["totals"]["allowed"] == 1
