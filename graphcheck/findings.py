@@ -30,7 +30,6 @@ __all__ = [
     "GraphCheckWarning",
     "Kind",
     "Report",
-    "report_document",
 ]
 
 logger = logging.getLogger("graphcheck")
@@ -222,9 +221,7 @@ def make_finding(
         text += f" argument {arg!r}"
     if where:
         text += f" ({', '.join(where)})"
-    if values:
-        text += f": {values}"
-    message = f"{text}; fix: {fix}."
+    message = f"{text}: {values}; fix: {fix}." if values else f"{text}; fix: {fix}."
     return Finding(
         kind, message, kernel, arg, index, site, reference, captured, fix, dict(detail or {}), text, values or ""
     )
@@ -493,7 +490,7 @@ class Report:
         return f"<Report {self.name!r}: {self.status if not self.findings else dict(self.kinds())}>"
 
     def to_dict(self) -> dict[str, Any]:
-        """The report as JSON-ready data (one item of the ``reports`` of :func:`report_document`)."""
+        """The report as JSON-ready data (one item of the envelope's ``reports``: see :mod:`graphcheck.schema`)."""
         return {
             "name": self.name,
             "device": self.device,
@@ -528,62 +525,6 @@ def _wrap(lines: list[str], width: int | None) -> str:
         out += textwrap.wrap(line, width, initial_indent="", subsequent_indent=hanging, break_on_hyphens=False,
                              break_long_words=False) or [""]  # fmt: skip
     return "\n".join(out)
-
-
-def combined_status(statuses: Iterable[str]) -> str:
-    """The status of several reports together: failed if any failed, passed if all passed,
-    not-checked if none was checked (or there are none), else partial."""
-    found = set(statuses)
-    if "failed" in found:
-        return "failed"
-    if not found or found == {"not-checked"}:
-        return "not-checked"
-    return "passed" if found == {"passed"} else "partial"
-
-
-#: The JSON envelope's schema name; the JSON Schema is ``graphcheck/report.schema.json``.
-SCHEMA = "graphcheck.report/1"
-
-
-def report_document(
-    reports: Iterable[Report | Mapping[str, Any]], *, device: str | None = None, **extra: Any
-) -> dict[str, Any]:
-    """The versioned JSON envelope every surface writes (``check --json``, ``run --json``,
-    ``demo --json``, the pytest report): ``{"schema": "graphcheck.report/1", "graphcheck",
-    "warp", "device", "status", "ok", "reports": [...], ...extra}``.
-
-    Args:
-        reports: reports, or their ``to_dict()`` data with extra keys (``source``, ``nodeid``).
-        device: the device the surface ran on (None: the reports' own, where they agree).
-        extra: more top-level keys (``program_exit``, ``totals``...).
-    """
-    from ._version import __version__
-
-    items = [r.to_dict() if isinstance(r, Report) else dict(r) for r in reports]
-    if device is None:
-        devices = {item["device"] for item in items if item.get("device")}
-        device = devices.pop() if len(devices) == 1 else None
-    status = combined_status(item["status"] for item in items)
-    return {
-        "schema": SCHEMA,
-        "graphcheck": __version__,
-        "warp": warp_version(),
-        "device": device,
-        "status": status,
-        "ok": status == "passed",
-        **extra,
-        "reports": items,
-    }
-
-
-def warp_version() -> str | None:
-    """The installed Warp's version, without importing Warp."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("warp-lang")
-    except PackageNotFoundError:
-        return None
 
 
 class GraphCheckError(AssertionError):

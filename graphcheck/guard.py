@@ -16,7 +16,6 @@ guard is then a plain ``wp.ScopedCapture`` and ``launch`` a plain ``wp.capture_l
 
 from __future__ import annotations
 
-import os
 import sys
 import weakref
 from collections.abc import Callable, Iterable
@@ -26,6 +25,7 @@ from typing import Any
 
 from . import _warp, checks
 from .buffers import BufferSet, buffers_of
+from .config import disabled_by_environment
 from .findings import Allow, Finding, Report, act, allowances, check_on_failure, make_finding
 from .record import LaunchRecord, LaunchTrace, Site, site_of, trace_launches
 
@@ -86,8 +86,7 @@ def _signature(buffers: BufferSet | None) -> tuple[Any, ...] | None:
 def checking_enabled() -> bool:
     """False when the environment variable ``GRAPHCHECK_DISABLE`` is 1, true, yes or on
     (any case); any other value, ``0`` and ``false`` included, leaves checking on."""
-    value = os.environ.get("GRAPHCHECK_DISABLE", "")
-    return value.strip().lower() not in ("1", "true", "yes", "on")
+    return not disabled_by_environment()
 
 
 @dataclass(frozen=True)

@@ -42,8 +42,10 @@ def test_demo_json_and_picture(tmp_path):
     result = graphcheck("demo", "--device", "cpu", "--replays", "1", "--json", "--dot", str(picture))
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
-    assert not document["with_bugs"]["ok"] and document["fixed"]["ok"]
-    assert {f["kind"] for f in document["with_bugs"]["findings"]} == {"scalar-drift", "per-call-allocation"}
+    with_bugs, fixed = document["reports"]
+    assert (with_bugs["source"], fixed["source"]) == ("with-bugs", "fixed") and document["replays"] == 1
+    assert with_bugs["status"] == "failed" and fixed["status"] == "passed" and fixed["ok"]
+    assert {f["kind"] for f in with_bugs["findings"]} == {"scalar-drift", "per-call-allocation"}
     source = picture.read_text()
     assert source.startswith("digraph graphcheck") and "#0 _wind" in source and "scalar-drift" in source
 
@@ -155,7 +157,7 @@ def test_check_validates_a_factory_s_producer(factories):
     assert safe.returncode == 0, safe.stdout + safe.stderr
     assert "replay-safe" in safe.stdout
     allowed = graphcheck("check", "myfactories:unsafe", "--allow", "scalar-drift", "--json", cwd=env_cwd)
-    assert allowed.returncode == 0 and json.loads(allowed.stdout)["suppressed"]
+    assert allowed.returncode == 0 and json.loads(allowed.stdout)["reports"][0]["suppressed"]
 
 
 def test_check_explains_a_bad_target(factories):

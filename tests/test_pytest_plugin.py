@@ -102,7 +102,7 @@ def test_options_come_from_the_ini_file_and_the_command_line_wins(
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*graphcheck: 0 validations in 1 test, 0 findings*"])
     from_ini = json.loads((inner.path / "reports" / "from-ini.json").read_text())
-    assert from_ini["validations"] == []
+    assert from_ini["reports"] == []
     assert from_ini["device"] == "cpu"
 
     monkeypatch.setenv("EXPECTED_DEVICE", "cuda:7")
@@ -142,24 +142,24 @@ def test_guard_keeps_its_report(graphcheck):
 
 def test_fixture_passes_a_safe_producer_and_fails_an_unsafe_one(inner: pytest.Pytester):
     inner.makepyfile(test_fixture=FIXTURE_TESTS)
-    result = run_inner(inner, "--graphcheck-device", "cpu", "--graphcheck-report", "out/graphcheck.json", "-rP")
+    result = run_inner(inner, "--graphcheck-device", "cpu", "--graphcheck-report", "out/graphcheck.json", "-rfP")
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(
         [
             "*_ test_unsafe_producer_fails _*",
             "E *GraphCheckError: graphcheck: 1 finding in HostCounter.step on cpu*",
             "E *scalar-drift (1)*",
-            "*- graphcheck -*",
-            "[[]validate[]] graphcheck: 1 finding in HostCounter.step on cpu*",
-            "scalar-drift (1):*",
             # -rP shows the section of a passing test whose validation found something too.
             "*_ test_guard_keeps_its_report _*",
             "*- graphcheck -*",
             "[[]guard[]] graphcheck: 1 finding in ZerosPerCall.step on cpu*",
             "*graphcheck: 3 validations in 3 tests, 2 findings (per-call-allocation: 1, scalar-drift: 1)",
             "graphcheck: JSON report written to *graphcheck.json",
+            "FAILED test_fixture.py::test_unsafe_producer_fails - graphcheck: 1 finding*",
         ]
     )
+    # The failure shows the report: no graphcheck section repeats it.
+    assert result.stdout.str().count("scalar-drift (1)") == 1
 
     written = json.loads((inner.path / "out" / "graphcheck.json").read_text())
     assert written["totals"] == {
@@ -169,15 +169,16 @@ def test_fixture_passes_a_safe_producer_and_fails_an_unsafe_one(inner: pytest.Py
         "allowed": 0,
         "kinds": {"per-call-allocation": 1, "scalar-drift": 1},
     }
-    by_test = {v["nodeid"].split("::")[-1]: v for v in written["validations"]}
-    assert {name: (v["source"], v["report"]["ok"]) for name, v in by_test.items()} == {
+    assert written["schema"] == "graphcheck.report/1" and written["status"] == "failed"
+    by_test = {v["nodeid"].split("::")[-1]: v for v in written["reports"]}
+    assert {name: (v["source"], v["ok"]) for name, v in by_test.items()} == {
         "test_safe_producer_passes": ("validate", True),
         "test_unsafe_producer_fails": ("validate", False),
         "test_guard_keeps_its_report": ("guard", False),
     }
-    (drift,) = by_test["test_unsafe_producer_fails"]["report"]["findings"]
+    (drift,) = by_test["test_unsafe_producer_fails"]["findings"]
     assert drift["kind"] == "scalar-drift"
-    assert by_test["test_unsafe_producer_fails"]["report"]["device"] == "cpu"
+    assert by_test["test_unsafe_producer_fails"]["device"] == "cpu"
 
 
 # -- the marker ---------------------------------------------------------------------------
@@ -251,18 +252,17 @@ def test_unknown_kind_fails():
 
 def test_marker_guards_every_capture_of_the_test(inner: pytest.Pytester):
     inner.makepyfile(test_marker=MARKER_TESTS)
-    result = run_inner(inner, "--strict-markers", "--graphcheck-report", "marker.json")
+    result = run_inner(inner, "--strict-markers", "--graphcheck-report", "marker.json", "-rf")
     result.assert_outcomes(passed=5, failed=3)
     failed = {line.split("::")[1].split(" ")[0] for line in result.stdout.lines if line.startswith("FAILED ")}
     assert failed == {"test_per_call_allocation_fails", "test_own_exception_propagates", "test_unknown_kind_fails"}
     result.stdout.fnmatch_lines(
         [
             "*_ test_per_call_allocation_fails _*",
+            "graphcheck: 1 capture guarded, 1 finding",
+            "graphcheck: NOT checked: compare: no reference call*",
             "graphcheck: 1 finding in capture at test_marker.py:* on cpu*",
             "per-call-allocation (1):*",
-            "graphcheck: 1 capture guarded, 1 finding",
-            "*- graphcheck -*",
-            "[[]marker[]] graphcheck: 1 finding in capture at test_marker.py:*",
             "*_ test_own_exception_propagates _*",
             "*KeyError*the test's own error*",
             "*_ test_unknown_kind_fails _*",
@@ -271,7 +271,7 @@ def test_marker_guards_every_capture_of_the_test(inner: pytest.Pytester):
     )
     written = json.loads((inner.path / "marker.json").read_text())
     by_test: dict[str, list[dict]] = {}
-    for validation in written["validations"]:
+    for validation in written["reports"]:
         by_test.setdefault(validation["nodeid"].split("::")[-1], []).append(validation)
     assert sorted(by_test) == [
         "test_allowed_kind_passes",
@@ -280,10 +280,13 @@ def test_marker_guards_every_capture_of_the_test(inner: pytest.Pytester):
         "test_safe_capture_passes",
     ]
     (allowed,) = by_test["test_allowed_kind_passes"]
-    assert allowed["report"]["status"] == "partial", "no reference call: compare did not run"
-    assert [f["kind"] for f in allowed["report"]["suppressed"]] == ["per-call-allocation"]
+    assert allowed["status"] == "partial", "no reference call: compare did not run"
+    assert [f["kind"] for f in allowed["suppressed"]] == ["per-call-allocation"]
     (failed,) = by_test["test_per_call_allocation_fails"]
-    assert failed["source"] == "marker" and [f["kind"] for f in failed["report"]["findings"]] == ["per-call-allocation"]
+    assert failed["source"] == "marker" and [f["kind"] for f in failed["findings"]] == ["per-call-allocation"]
+    # Printed once: the failure holds the report, no graphcheck section repeats it.
+    assert result.stdout.str().count("per-call-allocation (1)") == 1
+    result.stdout.fnmatch_lines(["FAILED test_marker.py::test_per_call_allocation_fails - graphcheck: 1 capture*"])
     assert written["totals"]["allowed"] == 1
 
 
