@@ -321,3 +321,110 @@ def test_no_graphcheck_disables_the_plugin_its_entry_point_loads(
     disabled = inner.runpytest_subprocess(*pytester_args, "-p", "no:graphcheck")
     disabled.assert_outcomes(errors=1)
     disabled.stdout.fnmatch_lines(["*fixture 'graphcheck' not found*"])
+
+
+# -- honest verdicts and CI surfaces (issue 13) ---------------------------------------------
+
+SURFACE_TESTS = """
+from tests import producers as P
+
+
+def test_unsafe(graphcheck):
+    producer = P.HostCounter("cpu")
+    graphcheck.validate(producer.step, owners=(producer,))
+
+
+def test_safe(graphcheck):
+    producer = P.DeviceCounter("cpu")
+    graphcheck.validate(producer.step, owners=(producer,))
+"""
+
+
+def test_header_junit_properties_and_the_json_envelope(inner: pytest.Pytester):
+    from tests.test_report import validate_document
+
+    inner.makepyfile(test_surface=SURFACE_TESTS)
+    result = run_inner(inner, "--graphcheck-device", "cpu", "--junitxml", "junit.xml", "--graphcheck-report", "r.json")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["graphcheck *, warp *, device: cpu, checking: on"])
+    import xml.etree.ElementTree as ET
+
+    cases = {case.get("name"): case for case in ET.parse(inner.path / "junit.xml").iter("testcase")}
+    unsafe = [(p.get("name"), p.get("value")) for p in cases["test_unsafe"].iter("property")]
+    assert unsafe[0][0] == "graphcheck.validate" and unsafe[0][1].startswith("failed: graphcheck: 1 finding")
+    assert unsafe[1][0] == "graphcheck.finding" and unsafe[1][1].startswith("scalar-drift: ")
+    safe = [(p.get("name"), p.get("value")) for p in cases["test_safe"].iter("property")]
+    (prop,) = safe
+    assert prop[0] == "graphcheck.validate" and prop[1].startswith(
+        "passed: graphcheck: DeviceCounter.step is replay-safe"
+    )
+    document = json.loads((inner.path / "r.json").read_text())
+    validate_document(document)
+    assert document["command"] == "pytest" and document["status"] == "failed" and document["totals"]["tests"] == 2
+
+
+def test_disabled_checking_says_not_checked(inner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
+    from tests.test_report import validate_document
+
+    monkeypatch.setenv("GRAPHCHECK_DISABLE", "yes")
+    inner.makepyfile(test_surface=SURFACE_TESTS)
+    result = run_inner(inner, "--graphcheck-report", "r.json")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "graphcheck *, device: Warp's default device, checking: OFF (GRAPHCHECK_DISABLE is set)",
+            "graphcheck: NOT checked: GRAPHCHECK_DISABLE is set, 2 validations in 2 tests ran unchecked",
+        ]
+    )
+    document = json.loads((inner.path / "r.json").read_text())
+    validate_document(document)
+    assert document["status"] == "not-checked" and document["checking"] is False
+
+
+def test_pyproject_settings_reach_the_fixture_and_the_marker(inner: pytest.Pytester):
+    inner.makefile(
+        ".toml", pyproject='[tool.graphcheck]\nallow = ["scalar-drift", "per-call-allocation"]\ndevice = "cpu"\n'
+    )
+    inner.makepyfile(
+        test_settings="""
+        import pytest
+        import warp as wp
+        from tests import producers as P
+
+        def test_allowed_by_the_project(graphcheck):
+            assert graphcheck.device == "cpu"
+            producer = P.HostCounter("cpu")
+            checked = graphcheck.validate(producer.step, owners=(producer,))
+            assert [f.kind for f in checked.report.suppressed] == ["scalar-drift"]
+
+        @pytest.mark.graphcheck
+        def test_marker_allowed_by_the_project():
+            producer = P.ZerosPerCall("cpu")
+            with wp.ScopedCapture(device="cpu"):
+                producer.step()
+        """
+    )
+    run_inner(inner).assert_outcomes(passed=2)
+    inner.makefile(".toml", pyproject='[tool.graphcheck]\non_failure = "rise"\n')
+    bad = run_inner(inner)
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*graphcheck: *[[]tool.graphcheck[]]: on_failure must be one of*(did you mean 'raise'?)"])
+
+
+def test_marker_reference_call_compares_the_block_with_an_eager_run(inner: pytest.Pytester):
+    inner.makepyfile(
+        test_reference="""
+        import pytest
+        import warp as wp
+        from tests import producers as P
+
+        @pytest.mark.graphcheck(reference_call=True)
+        def test_counter():
+            producer = P.HostCounter("cpu")
+            with wp.ScopedCapture(device="cpu"):
+                producer.step()
+        """
+    )
+    result = run_inner(inner, "-rf")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*scalar-drift (1)*"])
