@@ -259,7 +259,9 @@ class AutoGuard:
             for check, reason in report.skipped:
                 skipped.setdefault(check, []).append(reason)
         for check, reasons in skipped.items():
-            reason = reasons[0] + (f" ({len(reasons)} captures)" if len(reasons) > 1 else "")
+            # Where _HOW says how to run the check, the guard's own hint (for its API) gives way.
+            reason = reasons[0].split(" (")[0] if check in _HOW else reasons[0]
+            reason += f" ({len(reasons)} captures)" if len(reasons) > 1 else ""
             lines.append(f"graphcheck: NOT checked: {check}: {reason}{_HOW.get(check, '')}")
         lines.extend(f"graphcheck: allowance matched nothing: {a} (check the kernel and argument names)"
                      for a in self.unused_allow())  # fmt: skip

@@ -220,7 +220,7 @@ def allocations(captured: LaunchTrace, owned: BufferSet | None = None) -> list[F
                 site=record.site,
                 captured=alloc.label,
                 values=f"{alloc.label} {how} at {alloc.site.short} during the call{more}",
-                detail={"allocated at": str(alloc.site), "address": alloc.start, "bytes": alloc.end - alloc.start},
+                detail={"allocated at": alloc.site, "address": alloc.start, "bytes": alloc.end - alloc.start},
             )
         )
     return findings

@@ -278,7 +278,7 @@ def _escape_property(text: str) -> str:
 def github_annotations(report: Any) -> list[str]:
     """GitHub Actions workflow commands: an error per finding at its file and line, a
     warning for each check that did not run."""
-    from .findings import relative_path
+    from .schema import relative_path
 
     lines = []
     for finding in report.findings:
@@ -439,7 +439,8 @@ def _check(args: argparse.Namespace, settings: Any) -> int:
 def _users_code(prog: str, what: str, call: Callable[[], Any]) -> Any:
     """``call()``; an exception the user's code raised becomes one line naming where (exit status 2)."""
     from ._warp import UnsupportedWarpError
-    from .findings import GraphCheckError, relative_path
+    from .findings import GraphCheckError
+    from .schema import relative_path
 
     try:
         return call()

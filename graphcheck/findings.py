@@ -11,7 +11,6 @@ from __future__ import annotations
 import difflib
 import json
 import logging
-import os
 import textwrap
 import warnings
 from collections import Counter
@@ -21,6 +20,7 @@ from typing import Any
 
 from .params import ArrayRef
 from .record import Site
+from .schema import relative_path
 
 __all__ = [
     "KINDS",
@@ -135,7 +135,7 @@ class Finding:
         reference: the value in the reference call (or at capture time, before replay).
         captured: the value in the captured call (or now, before replay).
         fix: the usual fix, one sentence.
-        detail: what else is known (``{"allocated at": "step.py:12", ...}``).
+        detail: what else is known (``{"allocated at": Site(...), ...}``).
         title: the message's first part: what, which argument, where (no values, no fix).
         values: the message's values part (``"1 in the reference call, 2 captured"``).
     """
@@ -247,20 +247,13 @@ def site_dict(site: Site | None) -> dict[str, Any] | None:
     return {"file": relative_path(site.filename), "line": site.lineno, "function": site.function}
 
 
-def relative_path(filename: str) -> str:
-    """``filename`` relative to the working directory when it lies below it, else as it is."""
-    try:
-        relative = os.path.relpath(filename)
-    except ValueError:  # another drive on Windows
-        return filename
-    return filename if relative.startswith("..") else relative
-
-
 def _snake(key: str) -> str:
     return key.strip().replace(" ", "_").replace("-", "_").lower()
 
 
 def _jsonable(value: Any) -> Any:
+    if isinstance(value, Site):
+        return site_dict(value)
     if isinstance(value, Mapping):
         return {_snake(str(k)): _jsonable(v) for k, v in value.items()}
     if isinstance(value, ArrayRef):
@@ -508,6 +501,17 @@ class Report:
     def to_json(self, **kwargs: Any) -> str:
         """The report as a JSON string (``json.dumps`` keyword arguments pass through)."""
         return json.dumps(self.to_dict(), **kwargs)
+
+    def merged(self, other: Report) -> Report:
+        """A report with the findings, checks and skipped checks of both."""
+        out = Report(name=self.name, device=self.device, operations=self.operations)
+        out.findings = self.findings + other.findings
+        out.suppressed = self.suppressed + other.suppressed
+        out.unused_allow = tuple(a for a in self.unused_allow if a in other.unused_allow)
+        out.checks = tuple(dict.fromkeys(self.checks + other.checks))
+        out.skipped = tuple(dict.fromkeys(self.skipped + other.skipped))
+        out.notes = self.notes + other.notes
+        return out
 
 
 def _allowed(finding: Finding) -> str:

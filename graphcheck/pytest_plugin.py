@@ -533,4 +533,6 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     terminalreporter.write_sep("-", "graphcheck")
     terminalreporter.write_line(record.summary_line())
     if record.written_to is not None:
-        terminalreporter.write_line(f"graphcheck: JSON report written to {record.written_to}")
+        from .schema import relative_path
+
+        terminalreporter.write_line(f"graphcheck: JSON report written to {relative_path(record.written_to)}")

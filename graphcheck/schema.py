@@ -16,11 +16,20 @@ can write the document in a session that never imported Warp.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SCHEMA", "SCHEMA_PATH", "combined_status", "json_schema", "report_document", "warp_version"]
+__all__ = [
+    "SCHEMA",
+    "SCHEMA_PATH",
+    "combined_status",
+    "json_schema",
+    "relative_path",
+    "report_document",
+    "warp_version",
+]
 
 #: The envelope's schema name.
 SCHEMA = "graphcheck.report/1"
@@ -71,6 +80,15 @@ def report_document(reports: Iterable[Any], *, device: str | None = None, **extr
         **extra,
         "reports": items,
     }
+
+
+def relative_path(filename: str | os.PathLike[str]) -> str:
+    """``filename`` relative to the working directory when it lies below it, else as it is."""
+    try:
+        relative = os.path.relpath(filename)
+    except ValueError:  # another drive on Windows
+        return str(filename)
+    return str(filename) if relative.startswith("..") else relative
 
 
 def warp_version() -> str | None:

@@ -481,3 +481,11 @@ def test_dot_without_graphviz_says_how_to_get_the_svg(tmp_path):
 
     if shutil.which("dot") is None:
         assert f"dot -Tsvg {picture} -o {picture.with_suffix('.svg')}" in result.stderr
+
+
+def test_the_docs_pasted_outputs_carry_no_machine_paths():
+    outputs = [*(ROOT / "docs" / "examples" / "output").iterdir(),
+               *(ROOT / "docs" / "findings" / "examples" / "output").iterdir()]  # fmt: skip
+    for path in outputs:
+        text = path.read_text()
+        assert str(ROOT) not in text and "/tmp/" not in text and "/home/" not in text, path
