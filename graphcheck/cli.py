@@ -378,7 +378,8 @@ def _demo(args: argparse.Namespace, settings: Any) -> int:
         if good.report.status == "not-checked":
             print("NOT checked: GRAPHCHECK_DISABLE is set; nothing was validated and no replay was checked.")
         elif replayed:
-            print(f"Replayed the fixed graph {replayed} times; every address it holds is still an owned buffer.")
+            times = f"{replayed} time{'s' if replayed != 1 else ''}"
+            print(f"Replayed the fixed graph {times}; every address it holds is still an owned buffer.")
     else:
         _emit(reports, args, replays=replayed, checking=gc.checking_enabled())
     if args.dot:

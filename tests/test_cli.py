@@ -49,6 +49,12 @@ def test_demo_json_and_picture(tmp_path):
     assert {f["kind"] for f in with_bugs["findings"]} == {"scalar-drift", "per-call-allocation"}
     source = picture.read_text()
     assert source.startswith("digraph graphcheck") and "#0 _wind" in source and "scalar-drift" in source
+    # Buffers by owner path, the drifting value, tooltips, a legend, and the operation that
+    # reads the per-call scratch buffer highlighted too.
+    assert "v=owner.v" in source and "x=owner.x" in source and "frame: 1 -> 2" in source
+    assert 'tooltip="graphcheck.demo._wind argument' in source and "cluster_legend" in source
+    (integrate,) = [line for line in source.splitlines() if "#2 _integrate" in line]
+    assert "#fce8b2" in integrate, "uses the flagged scratch buffer"
 
 
 def test_run_guards_an_unmodified_warp_example():
