@@ -495,3 +495,14 @@ def test_the_docs_pasted_outputs_carry_no_machine_paths():
     for path in outputs:
         text = path.read_text()
         assert str(ROOT) not in text and "/tmp/" not in text and "/home/" not in text, path
+
+
+def test_run_of_a_program_without_captures_says_not_checked(tmp_path):
+    script = tmp_path / "plain.py"
+    script.write_text("print('no graphs here')\n")
+    result = graphcheck("run", str(script))
+    assert result.returncode == 0 and "no graphs here" in result.stdout
+    assert result.stdout.strip().splitlines()[-1] == (
+        "graphcheck: NOT checked: the program opened no wp.ScopedCapture to guard"
+    )
+    assert graphcheck("run", "--strict", str(script)).returncode == 1
