@@ -12,6 +12,7 @@ envelope), GitHub workflow annotations or JUnit XML.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
 import importlib
 import os
@@ -107,7 +108,7 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:
         wrong = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
         if wrong:
-            choices = re.findall(r"'([^']*)'", wrong.group(2))
+            choices = [choice.strip().strip("'") for choice in wrong.group(2).split(",")]
             near = difflib.get_close_matches(wrong.group(1), choices, n=1)
             hint = f"did you mean {near[0]!r}?" if near else f"choose from {', '.join(choices)}"
             message = f"{message[: wrong.start()]}invalid choice {wrong.group(1)!r} ({hint})"
@@ -204,10 +205,11 @@ def _settings(args: argparse.Namespace, prog: str) -> Any:
     for option, path in (("--dot", args.dot), ("--output", args.output), ("--report", getattr(args, "report", None))):
         if path and not Path(path).resolve().parent.is_dir():
             raise UsageError(prog, f"cannot write {option} {path}: the folder {Path(path).parent} does not exist")
-    strict_ownership = settings.strict_ownership if args.strict_ownership is None else args.strict_ownership
-    device = getattr(args, "device", None) or settings.device
-    return type(settings)(
-        tuple(dict.fromkeys(allow)), settings.replay_check, settings.on_failure, strict_ownership, device, settings.path
+    return dataclasses.replace(
+        settings,
+        allow=tuple(dict.fromkeys(allow)),
+        strict_ownership=settings.strict_ownership if args.strict_ownership is None else args.strict_ownership,
+        device=getattr(args, "device", None) or settings.device,
     )
 
 
