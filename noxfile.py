@@ -44,11 +44,12 @@ def docs(session: nox.Session) -> None:
 
 @nox.session
 def gpu(session: nox.Session) -> None:
-    """Run tests_gpu/ and the GPU benchmark on a CUDA machine (skips without CUDA)."""
+    """Run the driver probe, tests_gpu/ and the GPU benchmark on a CUDA machine (skips without CUDA)."""
     session.install("-e", ".[test]")
     probe = "import warp as wp; wp.config.log_level = wp.LOG_WARNING; print(int(wp.is_cuda_available()))"
     available = session.run("python", "-c", probe, silent=True)
     if not available or available.strip().splitlines()[-1] != "1":
         session.skip("no CUDA device visible to Warp: tests_gpu/ needs one")
+    session.run("python", "tests_gpu/probe.py")  # what the driver answers, printed; fails on a mismatch
     session.run("python", "-m", "pytest", "tests_gpu", "-v", *session.posargs)
     session.run("python", "-m", "benchmarks.run", "graph")

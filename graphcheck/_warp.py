@@ -31,6 +31,7 @@ The interposition points (Warp 1.19):
 ``array.zero_`` / ``fill_``   class attributes: memsets and fills
 ``capture_if``                module attributes (also ``wp.``): conditional
 ``capture_while``             graphs, their bodies' operations marked nested
+``context.capture_resume``    module global: the body graphs those two capture into
 ``array._init_new``           class attributes: allocations, arrays made from data
 ``_init_from_data``
 ``core.wp_<native helper>``   ctypes attributes: sort, scan, reductions, hash grid,
@@ -57,7 +58,7 @@ import warp._src.context as _context
 import warp._src.types as _types
 from warp._src import codegen as _codegen
 
-from .params import ParamKind, ParamSpec
+from .params import ArrayRef, ParamKind, ParamSpec
 
 #: Warp releases graphcheck's test suite has run against.
 TESTED_WARP_VERSIONS = ("1.19.0",)
@@ -90,10 +91,11 @@ class UnsupportedWarpError(RuntimeError):
 # --------------------------------------------------------------------------------------
 
 _NATIVE_HELPER = re.compile(
-    r"^wp_(radix_sort_pairs|segmented_sort_pairs|runlength_encode|array_scan|array_sum|array_inner"
-    r"|hash_grid_(?:create|reserve|update)|bvh_(?:create|refit|rebuild)"
-    r"|mesh_(?:create|refit|set_points|set_velocities))_\w+_(host|device)$"
+    r"^wp_(?P<stem>radix_sort_pairs|segmented_sort_pairs|runlength_encode|array_scan|array_sum|array_inner"
+    r"|hash_grid_(?:reserve|update)|bvh_(?:refit|rebuild)|mesh_(?:refit|set_points|set_velocities))"
+    r"(?:_(?P<type>int|uint|int64|uint64|float|double))?_(?P<where>host|device)$"
 )
+
 
 _checked = False
 
@@ -325,6 +327,17 @@ def _install(cpu_invoke: Callable[[Callable[..., Any], bool], Callable[..., Any]
         _set_attr(_context, name, conditional)
         if getattr(wp, name, None) is original:
             _set_attr(wp, name, conditional)
+    _orig["capture_resume"] = _set_attr(_context, "capture_resume", _capture_resume_hook)
+
+    # Readbacks and synchronisation: a CPU capture runs them, a CUDA capture cannot.
+    for cls, method in ((_types.array, "numpy"), (_types.noncontiguous_array_base, "numpy")):
+        _set_attr(cls, method, _host_sync_hook(f"array.{method}()", vars(cls)[method]))
+    for name in _SYNCHRONIZE:
+        original = getattr(_context, name)
+        synchronize = _host_sync_hook(f"wp.{name}()", original)
+        _set_attr(_context, name, synchronize)
+        if getattr(wp, name, None) is original:
+            _set_attr(wp, name, synchronize)
 
     # Allocations.
     _orig["init_new"] = _set_attr(_types.array, "_init_new", _init_new_hook)
@@ -332,7 +345,7 @@ def _install(cpu_invoke: Callable[[Callable[..., Any], bool], Callable[..., Any]
 
     # Warp's native helpers (sort, scan, reductions, spatial structures).
     if not _native_names:
-        _native_names.extend((n, m.group(2) == "device") for n in dir(core) if (m := _NATIVE_HELPER.match(n)))
+        _native_names.extend((n, m["where"] == "device") for n in dir(core) if (m := _NATIVE_HELPER.match(n)))
     for name, on_device in _native_names:
         original = getattr(core, name)
         hook = _native_hooks.get(id(original))
@@ -439,12 +452,33 @@ def _init_from_data_hook(self: Any, *args: Any, **kwargs: Any) -> Any:
     if session is None:
         return _orig["init_from_data"](self, *args, **kwargs)
     before = session.allocations_seen
-    result = _orig["init_from_data"](self, *args, **kwargs)
+    session.uploading += 1  # what Warp allocates in here is filled from host data
+    try:
+        result = _orig["init_from_data"](self, *args, **kwargs)
+    finally:
+        session.uploading -= 1
     if session.allocations_seen == before:
         # Warp wrapped the caller's host memory instead of allocating: still a buffer
         # that exists only for this call.
         session.on_alloc(self, "wrapped")
     return result
+
+
+_SYNCHRONIZE = ("synchronize", "synchronize_device", "synchronize_stream", "synchronize_event")
+
+
+def _host_sync_hook(what: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    """A readback or synchronisation: noted, then done as Warp does it."""
+
+    def hook(*args: Any, **kwargs: Any) -> Any:
+        session = ACTIVE.get()
+        if session is not None:
+            session.on_host_sync(what)
+        return original(*args, **kwargs)
+
+    hook.__name__ = hook.__qualname__ = getattr(original, "__name__", what)
+    hook.__doc__ = original.__doc__
+    return hook
 
 
 def _make_conditional_hook(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -459,6 +493,16 @@ def _make_conditional_hook(name: str, original: Callable[..., Any]) -> Callable[
     return hook
 
 
+def _capture_resume_hook(graph: Any, *args: Any, **kwargs: Any) -> Any:
+    # capture_if / capture_while resume the capture into each body graph: the session
+    # learns the bodies here, Graph branches and bodies without a recorded operation too.
+    result = _orig["capture_resume"](graph, *args, **kwargs)
+    session = ACTIVE.get()
+    if session is not None:
+        session.on_capture_resume(graph)
+    return result
+
+
 def _make_native_hook(name: str, original: Any, on_device: bool) -> Callable[..., Any]:
     label = name[3:]
 
@@ -470,6 +514,121 @@ def _make_native_hook(name: str, original: Any, on_device: bool) -> Callable[...
 
     hook.__name__ = name
     return hook
+
+
+# --------------------------------------------------------------------------------------
+# Native helpers' arguments, by role
+# --------------------------------------------------------------------------------------
+
+_TYPE_SIZES = {"int": 4, "uint": 4, "float": 4, "int64": 8, "uint64": 8, "double": 8, None: 4}
+
+
+def _extent(index: int, scale: int = 1, width: int | None = None) -> Callable[[tuple[Any, ...], int], int]:
+    """Bytes a pointer argument covers: argument ``index`` (a count) times ``scale`` elements
+    of the helper's element size (or of argument ``width``, a size in bytes)."""
+    return lambda args, size: max(int(args[index]), 0) * scale * (int(args[width]) if width is not None else size)
+
+
+# helper -> the name of each argument, and for pointers how many bytes they cover. The
+# signatures are Warp's own calls in warp/_src/utils.py and types.py (HashGrid, Mesh, Bvh).
+_POINTER, _DESCRIPTOR, _VALUE = "pointer", "descriptor", "value"
+_NATIVE_ROLES: dict[str, tuple[tuple[str, str, Any], ...]] = {
+    # Radix sort needs keys and values of twice the count: it sorts through the upper half.
+    "radix_sort_pairs": (("keys", _POINTER, _extent(2, 2)), ("values", _POINTER, _extent(2, 2, 5)),
+                         ("count", _VALUE, None), ("begin_bit", _VALUE, None), ("end_bit", _VALUE, None),
+                         ("value_size", _VALUE, None)),
+    "segmented_sort_pairs": (("keys", _POINTER, _extent(2, 2)), ("values", _POINTER, _extent(2, 2)),
+                             ("count", _VALUE, None), ("segment_starts", _POINTER, _extent(5)),
+                             ("segment_ends", _POINTER, _extent(5)), ("segments", _VALUE, None)),
+    "runlength_encode": (("values", _POINTER, _extent(4)), ("run_values", _POINTER, _extent(4)),
+                         ("run_lengths", _POINTER, _extent(4)), ("run_count", _POINTER, lambda a, s: 4),
+                         ("count", _VALUE, None)),
+    "array_scan": (("src", _POINTER, _extent(2, 1, 3)), ("dest", _POINTER, _extent(2, 1, 4)), ("count", _VALUE, None),
+                   ("src_stride", _VALUE, None), ("dest_stride", _VALUE, None), ("type_length", _VALUE, None),
+                   ("inclusive", _VALUE, None)),
+    "array_sum": (("values", _POINTER, _extent(2, 1, 3)), ("out", _POINTER, lambda a, s: int(a[4]) * s),
+                  ("count", _VALUE, None), ("stride", _VALUE, None), ("type_length", _VALUE, None)),
+    "array_inner": (("a", _POINTER, _extent(3, 1, 4)), ("b", _POINTER, _extent(3, 1, 5)),
+                    ("out", _POINTER, lambda a, s: s), ("count", _VALUE, None), ("stride_a", _VALUE, None),
+                    ("stride_b", _VALUE, None), ("type_length", _VALUE, None)),
+    "hash_grid_update": (("grid", _VALUE, None), ("type_id", _VALUE, None), ("radius", _VALUE, None),
+                         ("points", _DESCRIPTOR, None), ("groups", _DESCRIPTOR, None)),
+    "hash_grid_reserve": (("grid", _VALUE, None), ("type_id", _VALUE, None), ("count", _VALUE, None),
+                          ("with_groups", _VALUE, None)),
+    "mesh_refit": (("mesh", _VALUE, None),),
+    "mesh_set_points": (("mesh", _VALUE, None), ("points", _DESCRIPTOR, None)),
+    "mesh_set_velocities": (("mesh", _VALUE, None), ("velocities", _DESCRIPTOR, None)),
+    "bvh_refit": (("bvh", _VALUE, None),),
+    "bvh_rebuild": (("bvh", _VALUE, None), ("constructor", _VALUE, None)),
+}  # fmt: skip
+
+
+def native_args(label: str, args: tuple[Any, ...]) -> dict[str, Any]:
+    """A native helper's arguments by role: buffers as :class:`~graphcheck.params.ArrayRef`
+    (with the bytes the helper may touch), the rest as plain values.
+
+    Args:
+        label: the helper without its ``wp_`` prefix (``"radix_sort_pairs_int_host"``).
+        args: what Warp passed it.
+    """
+    match = _NATIVE_HELPER.match(f"wp_{label}")
+    roles = _NATIVE_ROLES.get(match["stem"]) if match else None
+    if roles is None or len(args) > len(roles):
+        return {f"arg{i}": plain_value(a) for i, a in enumerate(args)}
+    size = _TYPE_SIZES[match["type"]] if match else 4
+    out: dict[str, Any] = {}
+    for (name, role, extent), value in zip(roles, args):
+        if role == _POINTER:
+            ptr = as_address(value)
+            out[name] = ArrayRef(ptr, extent(args, size) if ptr else 0)
+        elif role == _DESCRIPTOR:
+            raw = _descriptor_bytes(value)
+            out[name] = descriptor_ref(raw) if raw is not None else None
+        else:
+            out[name] = plain_value(value)
+    return out
+
+
+def _descriptor_bytes(value: Any) -> bytes | None:
+    obj = getattr(value, "_obj", value)  # ctypes.byref(array_t) or the array_t itself
+    return bytes(obj) if isinstance(obj, _types.array_t) else None
+
+
+def descriptor_ref(raw: bytes) -> ArrayRef:
+    """An ``array_t`` a native helper was handed, as an :class:`~graphcheck.params.ArrayRef`."""
+    value = _types.array_t.from_buffer_copy(raw)
+    ndim = int(value.ndim)
+    shape = tuple(int(s) for s in value.shape[:ndim])
+    strides = tuple(int(s) for s in value.strides[:ndim])
+    elem = abs(strides[-1]) if strides else 1
+    return ArrayRef(int(value.data or 0), span_bytes(shape, strides, elem), shape, strides, int(value.grad or 0))
+
+
+def plain_value(value: Any) -> Any:
+    """A fill value or native argument as a plain, comparable Python value."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, ctypes._SimpleCData):
+        return plain_value(value.value)
+    if isinstance(value, ctypes.Array):
+        return tuple(plain_value(v) for v in value)
+    if isinstance(value, ctypes._Pointer):
+        return bytes(value.contents).hex()
+    obj = getattr(value, "_obj", None)  # ctypes.byref(...)
+    if isinstance(obj, (ctypes.Structure, ctypes.Array, ctypes._SimpleCData)):
+        return bytes(obj).hex()
+    item = getattr(value, "item", None)  # numpy scalars
+    if callable(item) and getattr(value, "shape", None) == ():
+        return plain_value(item())
+    inner = getattr(value, "value", None)  # wp.float32(1.0)...
+    if isinstance(inner, (bool, int, float)):
+        return inner
+    if is_struct_instance(value):
+        return struct_bytes(value).hex()
+    try:
+        return tuple(plain_value(v) for v in value)
+    except TypeError:
+        return repr(value)
 
 
 # --------------------------------------------------------------------------------------
@@ -497,6 +656,18 @@ ALLOCATING_FUNCTIONS = frozenset(
 )  # fmt: skip
 
 
+#: The Warp functions a user calls to make an array: an allocation made under any other
+#: Warp function (``wp.fem.integrate``, ``HashGrid.build``) is Warp's own, for its caches
+#: and scratch.
+USER_ALLOCATORS = frozenset(
+    {
+        "zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "empty", "empty_like", "clone",
+        "array", "from_numpy", "contiguous", "to", "assign", "copy", "_alloc_grad", "grad", "requires_grad",
+        "indexedarray", "reshape", "view", "flatten", "transpose",
+    }
+)  # fmt: skip
+
+
 def is_array(value: Any) -> bool:
     """Whether ``value`` is any kind of Warp array (dense, indexed, fabric)."""
     return isinstance(value, _types.Array)
@@ -518,22 +689,44 @@ def struct_fields(value: Any) -> list[str] | None:
     return list(type(value)._cls.vars)  # type: ignore[attr-defined]
 
 
-def is_warp_object(value: Any) -> bool:
-    """Whether ``value`` is one of Warp's own objects (device, stream, kernel, graph...)."""
-    module = type(value).__module__ or ""
-    if module.startswith(("warp.examples", "warp.tests")):
-        return False  # user code that ships with Warp
-    return module == "warp" or module.startswith("warp.")
+def is_warp_handle(value: Any) -> bool:
+    """Whether ``value`` is a Warp handle that holds no producer's buffers (a device,
+    stream, event, kernel, function, module or graph): :func:`graphcheck.buffers_of`
+    never enters one. Warp's containers (optimizers, fem fields, sparse matrices, meshes,
+    hash grids, BVHs, volumes) are entered like any other object."""
+    return isinstance(value, _HANDLE_TYPES)
+
+
+_HANDLE_TYPES = tuple(
+    cls
+    for cls in (getattr(_context, name, None) for name in (
+        "Device", "Stream", "Event", "Kernel", "Function", "Module", "ModuleExec", "ModuleBuilder", "Graph",
+        "Runtime", "KernelHooks",
+    ))
+    if isinstance(cls, type)
+)  # fmt: skip
 
 
 def array_range(arr: Any) -> tuple[int, int] | None:
-    """``(start, end)`` of the memory an array may address, or None for a null array."""
+    """``(start, end)`` of the memory an array may address, or None for a null array.
+
+    A contiguous array spans its capacity; a strided or transposed view the span its
+    strides reach (Warp's ``capacity`` of a transposed view counts only its first row).
+    An indexed array is its data array's range.
+    """
     if isinstance(arr, _types.array):
         ptr = arr.ptr
         if not ptr:
             return None
-        nbytes = arr.capacity or arr.size * _types.type_size_in_bytes(arr.dtype)
-        return int(ptr), int(ptr) + max(int(nbytes), 1)
+        ptr = int(ptr)
+        if arr.is_contiguous:
+            return ptr, ptr + max(int(arr.capacity or arr.size * _types.type_size_in_bytes(arr.dtype)), 1)
+        shape, strides = tuple(arr.shape), tuple(arr.strides)
+        if not shape or 0 in shape:
+            return ptr, ptr + 1
+        low = sum((n - 1) * st for n, st in zip(shape, strides) if st < 0)
+        high = sum((n - 1) * st for n, st in zip(shape, strides) if st > 0)
+        return ptr + low, ptr + high + _types.type_size_in_bytes(arr.dtype)
     data = getattr(arr, "data", None)
     if isinstance(data, _types.array):
         return array_range(data)
@@ -542,7 +735,7 @@ def array_range(arr: Any) -> tuple[int, int] | None:
 
 def array_span(arr: Any) -> tuple[int, int] | None:
     """``(start, end)`` of a dense array's memory (the fast path of :func:`array_range`)."""
-    if type(arr) is _types.array:
+    if type(arr) is _types.array and arr.is_contiguous:
         ptr = arr.ptr
         if not ptr:
             return None
@@ -551,7 +744,7 @@ def array_span(arr: Any) -> tuple[int, int] | None:
 
 
 def array_parts(arr: Any) -> list[tuple[str, Any]]:
-    """The arrays an array holds on to: its gradient, an indexed array's base."""
+    """The arrays an array holds on to: its gradient, an indexed array's base and indices."""
     parts = []
     grad = getattr(arr, "_grad", None)
     if grad is not None:
@@ -559,6 +752,9 @@ def array_parts(arr: Any) -> list[tuple[str, Any]]:
     data = getattr(arr, "data", None)
     if isinstance(data, _types.Array):
         parts.append(("data", data))
+    indices = getattr(arr, "indices", None)
+    if isinstance(indices, (list, tuple)):
+        parts.extend((f"indices[{i}]", idx) for i, idx in enumerate(indices) if isinstance(idx, _types.Array))
     return parts
 
 
@@ -717,7 +913,7 @@ def _build_layout(kernel: Any, adjoint: bool) -> tuple[tuple[ParamSpec, ...], tu
     if adjoint:
         for arg in kernel.adj.args:
             arg_type = arg.type
-            if isinstance(arg_type, _types.indexedarray):
+            if array_family(arg_type) is _types.indexedarray:
                 # Warp passes the gradient of an indexed array as a plain array.
                 arg_type = _types.array(dtype=arg_type.dtype, ndim=arg_type.ndim)
             specs.append(_spec(f"adj_{arg.label}", arg_type))
@@ -740,24 +936,49 @@ def _np_dtype(scalar_type: Any) -> np.dtype | None:
     return np.dtype(dtype) if dtype is not None else None
 
 
+def array_family(arg_type: Any) -> Any:
+    """The array class an argument type stands for, or None when it is no array type.
+
+    Warp resolves ``wp.array[float]`` and ``wp.array2d[wp.vec3]`` annotations to light
+    annotation objects and ``wp.array(dtype=float)`` to array instances; both are the
+    same parameter to a kernel. The family decides the layout: ``array``,
+    ``indexedarray``, ``fabricarray`` or ``indexedfabricarray``.
+    """
+    if not _types.is_array(arg_type):
+        return None
+    family = _concrete_array_type(arg_type)
+    for cls in _ARRAY_FAMILIES:
+        if isinstance(family, type) and issubclass(family, cls):
+            return cls
+    return None
+
+
+def _dense_spec(name: str, arg_type: Any, offset: int) -> ParamSpec:
+    dtype = arg_type.dtype
+    return ParamSpec(
+        name, ParamKind.ARRAY, _types.array_t, ctypes.sizeof(_types.array_t), offset,
+        elem_size=_types.type_size_in_bytes(dtype), dtype=_type_name(dtype),
+    )  # fmt: skip
+
+
 def _spec(name: str, arg_type: Any, offset: int = 0) -> ParamSpec:
+    """How Warp packs one argument (or struct field) of type ``arg_type``: decided by the
+    type Warp resolved, never by how the annotation was spelt."""
     ctype: Any
-    if isinstance(arg_type, _types.array):
-        ctype = _types.array_t
-        return ParamSpec(
-            name, ParamKind.ARRAY, ctype, ctypes.sizeof(ctype), offset,
-            elem_size=_types.type_size_in_bytes(arg_type.dtype), dtype=_type_name(arg_type.dtype),
-        )  # fmt: skip
-    if isinstance(arg_type, _types.indexedarray):
+    family = array_family(arg_type)
+    if family is _types.array:
+        return _dense_spec(name, arg_type, offset)
+    if family is _types.indexedarray:
         ctype = _types.indexedarray_t
-        data = ParamSpec(
-            "data", ParamKind.ARRAY, _types.array_t, ctypes.sizeof(_types.array_t), 0,
-            elem_size=_types.type_size_in_bytes(arg_type.dtype), dtype=_type_name(arg_type.dtype),
-        )  # fmt: skip
+        data = _dense_spec("data", arg_type, 0)
         return ParamSpec(name, ParamKind.INDEXED_ARRAY, ctype, ctypes.sizeof(ctype), offset, children=(data,))
-    if _types.is_array(arg_type):
+    if family is _types.fabricarray or family is _types.indexedfabricarray:
         ctype = type(arg_type.__ctype__())
-        return ParamSpec(name, ParamKind.OPAQUE, ctype, ctypes.sizeof(ctype), offset)
+        kind = ParamKind.FABRIC_ARRAY if family is _types.fabricarray else ParamKind.INDEXED_FABRIC_ARRAY
+        return ParamSpec(name, kind, ctype, ctypes.sizeof(ctype), offset, dtype=_type_name(arg_type.dtype))
+    if family is not None:  # an array family this Warp added after graphcheck was written
+        ctype = type(arg_type.__ctype__())
+        return ParamSpec(name, ParamKind.OPAQUE, ctype, ctypes.sizeof(ctype), offset, dtype=repr(arg_type))
     if isinstance(arg_type, _codegen.Struct):
         ctype = arg_type.ctype
         children = tuple(_spec(field, var.type, getattr(ctype, field).offset) for field, var in arg_type.vars.items())
@@ -765,20 +986,41 @@ def _spec(name: str, arg_type: Any, offset: int = 0) -> ParamSpec:
     if arg_type in _HALF_TYPES:
         return ParamSpec(name, _HALF_TYPES[arg_type], ctypes.c_uint16, 2, offset)
     if isinstance(arg_type, type) and issubclass(arg_type, ctypes.Array):
+        # Vectors, matrices, quaternions, transforms, spatial vectors: flat scalars.
         scalar = getattr(arg_type, "_wp_scalar_type_", None)
         shape = tuple(getattr(arg_type, "_shape_", (arg_type._length_,)))
         kind = ParamKind.VECTOR
         if scalar in _HALF_TYPES:
-            kind = ParamKind.HALF_VECTOR if _HALF_TYPES[scalar] is ParamKind.HALF else ParamKind.OPAQUE
+            kind = ParamKind.HALF_VECTOR if _HALF_TYPES[scalar] is ParamKind.HALF else ParamKind.BFLOAT16_VECTOR
         return ParamSpec(name, kind, arg_type, ctypes.sizeof(arg_type), offset, dtype=_np_dtype(scalar), shape=shape)
     ctype = getattr(arg_type, "_type_", None)
     if isinstance(ctype, type) and issubclass(ctype, ctypes._SimpleCData):
         kind = ParamKind.BOOL if ctype is ctypes.c_bool else ParamKind.SCALAR
         return ParamSpec(name, kind, ctype, ctypes.sizeof(ctype), offset, dtype=_np_dtype(arg_type))
-    ctype = getattr(arg_type, "ctype", None) or getattr(arg_type, "_ctype_", None)
-    if isinstance(ctype, type) and hasattr(ctype, "_fields_"):
-        return ParamSpec(name, ParamKind.OPAQUE, ctype, ctypes.sizeof(ctype), offset)
-    return ParamSpec(name, ParamKind.OPAQUE, None, 0, offset)
+    ctype = (
+        getattr(arg_type, "_wp_ctype_", None) or getattr(arg_type, "ctype", None) or getattr(arg_type, "_ctype_", None)
+    )
+    if isinstance(ctype, type) and issubclass(ctype, ctypes.Structure) and _plain_fields(ctype):
+        # A handle struct (a texture: its object handle and extents), field by field.
+        children = tuple(
+            ParamSpec(field[0], ParamKind.SCALAR, field[1], ctypes.sizeof(field[1]), getattr(ctype, field[0]).offset)
+            for field in ctype._fields_
+        )
+        return ParamSpec(name, ParamKind.STRUCT, ctype, ctypes.sizeof(ctype), offset, children=children)
+    size = ctypes.sizeof(ctype) if isinstance(ctype, type) and hasattr(ctype, "_fields_") else 0
+    return ParamSpec(name, ParamKind.OPAQUE, ctype if size else None, size, offset, dtype=_type_repr(arg_type))
+
+
+def _plain_fields(ctype: Any) -> bool:
+    return all(isinstance(f, type) and issubclass(f, ctypes._SimpleCData) for _, f in ctype._fields_)
+
+
+def _type_repr(arg_type: Any) -> str:
+    return getattr(arg_type, "__name__", None) or repr(arg_type)
+
+
+_concrete_array_type = getattr(_types, "concrete_array_type", type)
+_ARRAY_FAMILIES = (_types.indexedarray, _types.fabricarray, _types.indexedfabricarray, _types.array)
 
 
 def _type_name(dtype: Any) -> str:

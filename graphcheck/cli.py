@@ -180,6 +180,18 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("target", metavar="MODULE:FACTORY", help="e.g. mysim.envs:make_env")
     check.add_argument("--method", default="step", help="the method to capture (default: step)")
     check.add_argument("--replays", type=int, default=1, help="replays after validation (default 1)")
+    by_values = check.add_mutually_exclusive_group()
+    by_values.add_argument(
+        "--values",
+        action="store_true",
+        help="replay the graph beside an eagerly stepped twin and compare every buffer (gc.verify_replay)",
+    )
+    by_values.add_argument(
+        "--conformance",
+        action="store_true",
+        help="run the producer conformance kit: calls, shared buffers, capture, values (gc.check_producer)",
+    )
+    check.add_argument("--steps", type=int, default=4, help="steps (calls) for --values and --conformance (default 4)")
     return parser
 
 
@@ -408,6 +420,8 @@ def _check(args: argparse.Namespace, settings: Any) -> int:
         near = difflib.get_close_matches(factory_name, [n for n in dir(module) if not n.startswith("_")], n=1)
         hint = f" (did you mean {near[0]!r}?)" if near else ""
         raise UsageError(prog, f"{module_name} has no callable {factory_name!r}{hint}")
+    if args.values or args.conformance:
+        return _check_by_values(factory, args, settings, device)
     progress = _Progress()
     progress(f"building {args.target}")
     producer = _users_code(prog, f"{args.target}()", lambda: _call_factory(factory, device))
@@ -454,6 +468,34 @@ def _users_code(prog: str, what: str, call: Callable[[], Any]) -> Any:
         where = f" at {relative_path(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
         first = str(error).strip().splitlines()[0] if str(error).strip() else ""
         raise UsageError(prog, f"{what} raised {type(error).__name__}{': ' + first if first else ''}{where}") from None
+
+
+def _check_by_values(factory: Any, args: argparse.Namespace, settings: Any, device: str | None) -> int:
+    """``check --values`` (gc.verify_replay) and ``check --conformance`` (gc.check_producer)."""
+    import graphcheck as gc
+
+    from .findings import Report
+
+    prog, flag = "graphcheck check", "--values" if args.values else "--conformance"
+    if args.dot:
+        raise UsageError(prog, f"--dot draws one capture; it does not apply to {flag}")
+    options = {"device": device, "method": args.method, "on_failure": "ignore"}
+    if args.values:
+        _Progress()("replaying beside an eagerly stepped twin")
+        report = _users_code(
+            prog, f"{flag} {args.target}", lambda: gc.verify_replay(factory, steps=args.steps, **options)
+        )
+    else:
+        _Progress()("running the conformance kit")
+        report = _users_code(
+            prog, f"{flag} {args.target}", lambda: gc.check_producer(factory, calls=args.steps, **options)
+        )
+    if settings.allow:
+        report = Report(report.findings + report.suppressed, allow=settings.allow, name=report.name,
+                        device=report.device, operations=report.operations, checks=report.checks,
+                        skipped=report.skipped, notes=report.notes)  # fmt: skip
+    _emit([(flag.removeprefix("--"), report)], args)
+    return _code(report.status, args.strict)
 
 
 def _call_factory(factory: Any, device: str | None) -> Any:

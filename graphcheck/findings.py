@@ -61,9 +61,10 @@ KINDS: Mapping[str, Kind] = {
         ),
         Kind(
             "per-call-allocation",
-            "an argument buffer was allocated during the call",
-            "allocate the buffer once, outside the captured call, and reuse it: a buffer allocated inside is baked "
-            "into the graph and gone after the call",
+            "a buffer made during the call holds host data that dies with the call (with strict_ownership: any "
+            "buffer made during the call)",
+            "upload host data outside the captured call into a buffer the producer owns (or keep the host staging "
+            "array on the producer and copy from it): a replay does not run the upload again",
         ),
         Kind(
             "launch-sequence-drift",
@@ -115,6 +116,19 @@ KINDS: Mapping[str, Kind] = {
             "the capture itself failed (a sync or readback inside it)",
             "move synchronisation and readbacks (.numpy(), wp.synchronize(), printing an array) out of the "
             "captured call",
+        ),
+        Kind(
+            "replay-divergence",
+            "replayed, the graph's results differ from eager stepping (verify_replay)",
+            "the structural findings alongside say why; with none, the graph replays other work than Warp launched "
+            "(the limits page lists such Warp behaviour, e.g. two overloads of one generic kernel in one CPU "
+            "capture): avoid the pattern, or step eagerly there",
+        ),
+        Kind(
+            "shared-buffer",
+            "two producers built alike use the same buffer (check_producer)",
+            "allocate the buffer per producer, in its constructor: a module-level cache, a class attribute or a "
+            "mutable default argument is shared by every producer built alike",
         ),
     )
 }
@@ -201,12 +215,14 @@ def make_finding(
     captured: Any = None,
     values: str | None = None,
     detail: Mapping[str, Any] | None = None,
+    fix: str | None = None,
 ) -> Finding:
     """Build a finding and its one-line message.
 
-    The message reads ``<what> [argument 'x'] (launch #i, file.py:12): <values>; fix: ...``.
+    The message reads ``<what> [argument 'x'] (launch #i, file.py:12): <values>; fix: ...``;
+    ``fix`` replaces the kind's usual fix where the cause calls for another.
     """
-    fix = KINDS[kind].fix
+    fix = fix or KINDS[kind].fix
     where = []
     if index is not None:
         where.append(f"operation #{index}")
@@ -462,8 +478,11 @@ class Report:
                 lines.append(f"  - {finding.title or finding.message}")
                 if finding.values:
                     lines.append(f"      {finding.values}")
+                if finding.fix != KINDS[kind].fix:  # this cause calls for another fix
+                    lines.append(f"      fix: {finding.fix}")
                 lines.append(f"      accept: {finding.accept_line()}")
-            lines.append(f"  fix: {KINDS[kind].fix}")
+            if any(f.fix == KINDS[kind].fix for f in group):
+                lines.append(f"  fix: {KINDS[kind].fix}")
             lines.append(f"  docs: {docs_page(kind)}")
         if self.suppressed:
             lines.append(f"allowed ({len(self.suppressed)}): " + "; ".join(_allowed(f) for f in self.suppressed))

@@ -4,6 +4,7 @@ import json
 import logging
 import warnings
 
+import numpy as np
 import pytest
 import warp as wp
 
@@ -36,7 +37,7 @@ def test_graph_guard_on_a_safe_block_launches_its_graph():
 
 
 def test_graph_guard_without_a_reference_still_finds_allocations_and_foreign_buffers():
-    sim = P.ZerosPerCall(DEVICE)
+    sim = P.ArrayFromNumpyPerCall(DEVICE)
     with gc.GraphGuard(device=DEVICE, owners=(sim,), on_failure="log") as guard:
         sim.step()
     assert set(guard.report.kinds()) == {"per-call-allocation"}
@@ -149,8 +150,8 @@ def test_report_text_groups_findings_and_to_dict_is_json_ready():
         def step(self):
             self.frame += 1
             wp.launch(K.counter_step, dim=P.N, inputs=[self.x, self.frame], device=self.device)
-            scratch = wp.zeros(P.N, dtype=float, device=self.device)
-            wp.launch(K.square, dim=P.N, inputs=[self.x, scratch], device=self.device)
+            upload = wp.array(np.full(P.N, self.frame, dtype=np.float32), device=self.device)
+            wp.launch(K.square, dim=P.N, inputs=[upload, self.x], device=self.device)
 
     sim = TwoBugs(DEVICE)
     checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), on_failure="log")
@@ -283,8 +284,8 @@ def test_no_warning_or_log_when_the_site_is_safe(caplog):
 
 def test_allowing_one_of_several_swapped_arguments_allows_the_finding():
     sim = P.OddPingPong(DEVICE)
-    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), allow=[gc.Allow("buffer-drift", arg="dst")])
-    assert checked.ok and checked.report.suppressed[0].arg == "src, dst"
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), allow=[gc.Allow("buffer-drift", arg="b")])
+    assert checked.ok and checked.report.suppressed[0].arg == "a, b"
 
 
 def test_allow_applies_to_replay_checks():
@@ -331,7 +332,7 @@ def test_differences_are_objects():
 
 def test_warps_internal_operations_are_kept_for_the_graph_but_not_checked():
     sim = P.ZerosPerCall(DEVICE)
-    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), on_failure="ignore")
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), on_failure="ignore", strict_ownership=True)
     internal = [r for r in checked._full_trace if r.internal]
     assert [(r.kernel, r.via) for r in internal] == [("array.zero_", "zeros")]
     assert len(checked.trace) == checked.report.operations == 2
@@ -395,3 +396,86 @@ def test_a_validated_site_with_the_same_buffers_records_nothing_but_still_checks
     third = validate()  # the buffers changed since the validation: record the capture again
     assert third.trace is not None and "allocations" in third.report.checks
     del first
+
+
+@pytest.mark.parametrize("sync", ["synchronize", "print", "list"])
+def test_on_the_cpu_what_breaks_a_cuda_capture_is_a_capture_error(sync, capsys):
+    class Syncing(P.Producer):
+        def step(self):
+            self.launch(K.add_one, [self.x])
+            if sync == "synchronize":
+                wp.synchronize()
+            elif sync == "print":
+                print(self.x)
+            else:
+                self.x.list()
+
+    sim = Syncing(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), on_failure="ignore")
+    (finding,) = checked.report.findings
+    assert finding.kind == "capture-error"
+    assert "works on the CPU, fails in a CUDA capture" in finding.message
+    assert finding.site.filename.endswith("test_guard.py")
+
+
+def test_a_capture_that_records_nothing_is_noted():
+    class Idle(P.Producer):
+        def step(self):
+            pass
+
+    sim = Idle(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,))
+    assert any("recorded no operation" in note for note in checked.report.notes)
+
+
+def test_a_replaced_gradient_is_a_stale_pointer():
+    class WithGrad(P.Producer):
+        def __init__(self, device):
+            super().__init__(device)
+            self.x = wp.zeros(P.N, dtype=float, device=device, requires_grad=True)
+
+        def step(self):
+            self.launch(K.add_one, [self.x])
+
+    sim = WithGrad(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,))
+    sim.x.grad = wp.zeros(P.N, dtype=float, device=DEVICE)
+    replay = checked.check_replay(on_failure="ignore")
+    assert {(f.kind, f.arg) for f in replay.findings} == {("stale-pointer", "a.grad")}, str(replay)
+
+
+def test_assert_pointers_within_agrees_with_the_ownership_check():
+    class Overrun(P.Producer):
+        def __init__(self, device):
+            super().__init__(device)
+            self.base = wp.zeros(2 * P.N, dtype=float, device=device)
+            self.head = self.base[: P.N // 2]  # owned: a short view of base...
+
+        def step(self):
+            # ...and a launch that runs past it, into memory no owned buffer holds whole.
+            self.launch(K.add_one, [self.tail])
+
+    sim = Overrun(DEVICE)
+    sim.tail = wp.array(ptr=sim.head.ptr, shape=(4 * P.N,), dtype=float, device=DEVICE)
+    owned = gc.buffers_of(sim.head, sim.base, root=["head", "base"])
+    with gc.trace_launches() as trace:
+        sim.step()
+    with pytest.raises(AssertionError, match="outside the 2 allowed buffers"):
+        gc.assert_pointers_within(trace, owned)
+
+
+def test_an_allocation_without_a_memory_pool_is_a_capture_error_with_the_mempool_fix():
+    from graphcheck import checks
+
+    # Warp's own message when a CUDA device allocates inside a capture with its pool off.
+    error = RuntimeError(
+        "Failed to allocate 256 bytes on device 'cuda:0':  Failed to allocate memory during graph capture because "
+        "memory pools are not enabled on device 'cuda:0'.  Try calling wp.set_mempool_enabled('cuda:0', True) "
+        "before capture begins."
+    )
+    finding = checks.capture_failed(error, None, 2)
+    assert finding.kind == "capture-error" and finding.index == 2
+    assert "wp.set_mempool_enabled(device, True)" in finding.fix
+    assert "memory pools are not enabled" in finding.message
+    other = checks.capture_failed(RuntimeError("Cannot synchronize device while graph capture is active"), None, 0)
+    assert "readbacks" in other.fix

@@ -146,9 +146,10 @@ def test_findings_about_several_arguments_carry_each_argument_s_values_and_buffe
     sim = P.OddPingPong(DEVICE)
     checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), on_failure="ignore")
     (finding,) = checked.report.to_dict()["findings"]
-    assert finding["kind"] == "buffer-drift" and set(finding["arg"].split(", ")) == {"src", "dst"}
+    swapped = set(finding["arg"].split(", "))
+    assert finding["kind"] == "buffer-drift" and len(swapped) == 2
     arguments = finding["detail"]["arguments"]
-    assert set(arguments) == {"src", "dst"}
+    assert set(arguments) == swapped
     for values in arguments.values():
         assert values["reference"]["ptr"] != values["captured"]["ptr"]
         assert values["reference_buffer"].startswith("owner.") and values["captured_buffer"].startswith("owner.")
@@ -221,3 +222,18 @@ def test_strict_ownership_is_accepted_and_forwarded():
     assert guard.strict_ownership is True
     checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), strict_ownership=True, revalidate=True)
     assert checked.report.findings == ()
+
+
+def test_the_picture_highlights_every_operation_that_uses_a_flagged_buffer():
+    from graphcheck import dot
+
+    sim = P.ModuleGlobalScratch(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), on_failure="ignore")
+    (finding,) = checked.report.findings
+    assert finding.kind == "foreign-buffer" and finding.index == 0
+    source = dot.to_dot(checked)
+    ops = {line.split()[0]: line for line in source.splitlines() if line.startswith("  op") and "[label=" in line}
+    first, second = ops["op0"], ops["op1"]
+    assert "#f4c7c3" in first and "foreign-buffer" in first, "the operation with the finding"
+    assert "#fce8b2" in second, "the next operation reads the same foreign scratch buffer"
+    assert "x=owner.x" in first and "=owner.v" in second
