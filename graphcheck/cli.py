@@ -550,7 +550,7 @@ def _run(args: argparse.Namespace, settings: Any) -> int:
     shown = [(s, r) for s, r in reports if r.findings] if args.output_format in ("text", "github") else reports
     if shown or args.output or args.output_format in ("json", "junit"):
         _emit(shown, args, program_exit=program_exit, checking=_checking())
-    if args.output_format == "text" or args.output:
+    if args.output_format in ("text", "github") or args.output:
         print(guard.verdict())
     if args.report:
         import json

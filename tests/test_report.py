@@ -237,3 +237,10 @@ def test_the_picture_highlights_every_operation_that_uses_a_flagged_buffer():
     assert "#f4c7c3" in first and "foreign-buffer" in first, "the operation with the finding"
     assert "#fce8b2" in second, "the next operation reads the same foreign scratch buffer"
     assert "x=owner.x" in first and "=owner.v" in second
+
+
+def test_every_kind_s_docs_link_names_a_page_in_the_docs():
+    pages = Path(__file__).parents[1] / "docs" / "findings"
+    for kind in gc.KINDS:
+        assert gc.findings.docs_page(kind).endswith(f"/findings/{kind}.html")
+        assert (pages / f"{kind}.md").exists(), kind
