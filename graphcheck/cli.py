@@ -445,7 +445,7 @@ def _check(args: argparse.Namespace, settings: Any) -> int:
         replay = checked.check_replay(on_failure="ignore")
         if replay.findings or args.output_format != "text":
             reports.append(("replay", replay))
-    _emit(reports, args, replays=args.replays)
+    _emit(reports, args, replays=args.replays, checking=_checking())
     if args.dot:
         _write_dot(checked, args.dot)
     from .schema import combined_status

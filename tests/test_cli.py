@@ -329,7 +329,7 @@ def test_disabled_checking_says_not_checked_everywhere(factories, tmp_path):
     assert strict.returncode == 1
     document = json.loads(graphcheck_env("check", "myfactories:unsafe", "--json", env=off, cwd=factories).stdout)
     validate_document(document)
-    assert document["status"] == "not-checked" and document["ok"] is False
+    assert document["status"] == "not-checked" and document["ok"] is False and document["checking"] is False
     demo = graphcheck_env("demo", "--device", "cpu", "--replays", "1", env=off)
     assert "NOT checked" in demo.stdout and "every address" not in demo.stdout
     step = 'wp.launch(add, dim=8, inputs=[self.x, self.v], device="cpu")'
