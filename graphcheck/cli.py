@@ -270,9 +270,9 @@ def _emit(reports: list[tuple[str, Any]], args: argparse.Namespace, **extra: Any
     fmt = args.output_format
     out = sys.stdout
     if fmt == "text":
-        text = "\n\n".join(
-            render(r, _use_colour(out, args.colour), quiet=args.quiet, width=_width(out)) for _, r in reports
-        )
+        to_file = bool(args.output)  # a file gets plain, unwrapped text
+        colour, width = _use_colour(out, args.colour) and not to_file, None if to_file else _width(out)
+        text = "\n\n".join(render(r, colour, quiet=args.quiet, width=width) for _, r in reports)
     elif fmt == "json":
         import json
 
