@@ -20,6 +20,7 @@ import re
 import runpy
 import shutil
 import sys
+import textwrap
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -560,7 +561,9 @@ def _run(args: argparse.Namespace, settings: Any) -> int:
     if shown or args.output or args.output_format in ("json", "junit"):
         _emit(shown, args, program_exit=program_exit, checking=_checking())
     if args.output_format in ("text", "github") or args.output:
-        print(guard.verdict())
+        width = _width(sys.stdout)
+        for line in guard.verdict().splitlines():
+            print("\n".join(textwrap.wrap(line, width, subsequent_indent="  ")) if width else line)
     if args.report:
         import json
 

@@ -54,7 +54,6 @@ def test_demo_json_and_picture(tmp_path):
     assert 'tooltip="graphcheck.demo._wind argument' in source and "cluster_legend" in source
 
 
-
 def test_run_guards_an_unmodified_warp_example():
     import warp.examples
 
@@ -315,9 +314,12 @@ def test_colour_follows_force_color_and_no_color(factories):
     assert "\033[" not in graphcheck_env("check", "myfactories:unsafe", cwd=factories).stdout
 
 
-def test_the_text_fits_the_terminal(factories):
+def test_the_text_fits_the_terminal(factories, tmp_path):
     result = graphcheck_env("check", "myfactories:unsafe", env={"COLUMNS": "60"}, cwd=factories)
-    for line in result.stdout.splitlines():
+    step = 'wp.launch(add, dim=8, inputs=[self.x, self.v], device="cpu")'
+    run = graphcheck_env("run", str(write_script(tmp_path, step)), env={"COLUMNS": "60"})
+    assert "NOT checked: compare" in run.stdout
+    for line in result.stdout.splitlines() + run.stdout.splitlines():
         assert len(line) <= 60 or " " not in line.strip(), line
 
 
