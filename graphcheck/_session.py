@@ -424,7 +424,6 @@ class Session:
                 trace.allocations.append(allocation)
 
 
-
 def make_cpu_invoke_hook(original: Callable[..., Any], blocks: bool) -> Callable[..., Any]:
     """The hook for Warp's CPU ``invoke`` (``invoke_cpu_blocks`` when ``blocks``).
 
@@ -452,7 +451,7 @@ def make_cpu_invoke_hook(original: Callable[..., Any], blocks: bool) -> Callable
                 frame = pending[1]
                 code = frame.f_code
                 entry = _code_kinds.get(id(code))
-                if entry is not None and entry[1] == 0:
+                if (entry[1] if entry is not None else _kind(code)) == 0:
                     block = (backward if adjoint else forward).get(kernel)
                     try:
                         if block is None:
@@ -522,6 +521,8 @@ def stop(trace: LaunchTrace, token: Any) -> None:
     """Undo :func:`start`; removes the hooks when no trace is left anywhere."""
     trace._append = ended  # first: from here on nothing reaches the trace
     try:
+        if _warp.checkpoint is not None:
+            _warp.checkpoint("stop: trace ended")
         if token is not None:
             try:
                 _warp.ACTIVE.reset(token)
@@ -531,5 +532,7 @@ def stop(trace: LaunchTrace, token: Any) -> None:
                 current = _warp.ACTIVE.get()
                 outer = tuple(t for t in current.traces if t.recording) if current is not None else ()
                 _warp.ACTIVE.set(Session(outer) if outer else None)
+        if _warp.checkpoint is not None:
+            _warp.checkpoint("stop: context reset")
     finally:
         settle()

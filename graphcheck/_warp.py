@@ -218,7 +218,8 @@ class _Patch:
         setattr(self.owner, self.name, self.original)
 
     def in_place(self) -> bool:
-        current = self.owner.__dict__.get(self.name) if isinstance(self.owner, type) else getattr(self.owner, self.name, None)
+        owner, name = self.owner, self.name
+        current = owner.__dict__.get(name) if isinstance(owner, type) else getattr(owner, name, None)
         return current is self.replacement
 
 
