@@ -198,15 +198,17 @@ def test_a_task_spawned_inside_a_trace_does_not_record_into_it_after_it_ended():
             a.zero_()
             wp.zeros(4, dtype=float, device="cpu")
 
-        with gc.trace_launches() as trace:
+        with gc.trace_launches() as inner:
             task = asyncio.get_running_loop().create_task(later())
             await asyncio.sleep(0)
         go.set()
         await task
-        return trace
+        return inner
 
-    trace = asyncio.run(main())
-    assert len(trace) == 0 and trace.allocations == []
+    with gc.trace_launches() as outer:  # keeps the hooks in
+        inner = asyncio.run(main())
+    assert len(inner) == 0 and inner.allocations == []
+    assert [r.kernel for r in outer] == ["tests.kernels.scale", "array.zero_"]
 
 
 def test_a_trace_ended_in_one_thread_receives_nothing_from_another():
@@ -217,12 +219,14 @@ def test_a_trace_ended_in_one_thread_receives_nothing_from_another():
         wp.launch(K.scale, dim=16, inputs=[a, b, Waiting(2.0, arrived, resume), 1], device="cpu")
         wp.copy(a, b)
 
-    with gc.trace_launches() as trace:
-        join = run_in_thread(shares_the_context, contextvars.copy_context())
-        assert arrived.wait(TIMEOUT)
-    resume.set()
-    join()
-    assert len(trace) == 0
+    with gc.trace_launches() as outer:  # keeps the hooks in
+        with gc.trace_launches() as inner:
+            join = run_in_thread(shares_the_context, contextvars.copy_context())
+            assert arrived.wait(TIMEOUT)
+        resume.set()
+        join()
+    assert len(inner) == 0
+    assert [r.kernel for r in outer] == ["tests.kernels.scale", "wp.copy"]
 
 
 # -- 4. Pending calls are per thread -------------------------------------------------------------
