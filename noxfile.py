@@ -21,7 +21,9 @@ def tests(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """Lint with ruff and type-check with mypy."""
     session.install("-e", ".[test]", "ruff>=0.6", "mypy>=1.10")  # pytest types the plugin
-    session.run("ruff", "check", "graphcheck", "tests", "tests_gpu", "benchmarks", "examples", "noxfile.py")
+    session.run(
+        "ruff", "check", "graphcheck", "tests", "tests_gpu", "tests_warp", "benchmarks", "examples", "noxfile.py"
+    )
     session.run("ruff", "format", "--check", "graphcheck")
     session.run("mypy")
 
@@ -31,6 +33,13 @@ def bench(session: nox.Session) -> None:
     """Run the benchmarks: ratios against bare Warp, and the bars from SPEC.md."""
     session.install("-e", ".")
     session.run("python", "-m", "benchmarks.run", *session.posargs)
+
+
+@nox.session
+def warp_suite(session: nox.Session) -> None:
+    """Run a CPU subset of Warp's own test suite untraced and traced: every outcome must match."""
+    session.install("-e", ".")
+    session.run("python", "-m", "tests_warp.warp_suite", *session.posargs)
 
 
 @nox.session
