@@ -45,8 +45,16 @@ BENCHMARKS: dict[str, tuple[Callable[..., dict[str, Any]], dict[str, Any], list[
     "locate": (bench_record.bench_locate, {"lookups": 50_000}, [("locate_ratio", 4.0)]),
     "diff": (bench_record.bench_diff, {"n": 20_000}, [("diff_one_extra_with_buffers_s", 1.0)]),
     "buffers_of": (bench_record.bench_buffers_of, {}, [("buffers_of_ms", 100.0)]),
-    "capture": (bench_guard.bench_capture, {"launches": 50, "repeat": 2}, []),
-    "replay_check": (bench_guard.bench_replay_check, {"launches": 200, "buffers": 100}, []),
+    "capture": (
+        bench_guard.bench_capture,
+        {"launches": 50, "repeat": 2},
+        [("capture_ratio_vs_eager_plus_capture", 1.2)],
+    ),
+    "replay_check": (
+        bench_guard.bench_replay_check,
+        {"launches": 200, "buffers": 500},
+        [("always_added_us", 20.0)],
+    ),
     "graph": (bench_guard.bench_graph, {"nodes": 1000}, [("read_and_crosscheck_ms", 200.0)]),
 }
 

@@ -457,9 +457,9 @@ def make_cpu_invoke_hook(original: Callable[..., Any], blocks: bool) -> Callable
                         if block is None:
                             block = _block(kernel, adjoint, params)
                         kept: Any = join(params)
-                    except TypeError:  # not a ctypes parameter: not this path's business
-                        kept = None
-                    if kept is not None:
+                    except TypeError:  # not a ctypes parameter: the general path's business
+                        pass
+                    else:
                         if len(kept) != block[1]:
                             kept = tuple([bytes(p) for p in params])
                         raw = (block[0], adjoint, kept, pending[7], id(code), frame.f_lasti, next(_sequence))

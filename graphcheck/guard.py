@@ -25,6 +25,7 @@ from types import CodeType, TracebackType
 from typing import Any
 
 from . import _warp, checks
+from ._owners_probe import OwnersProbe, Unsupported
 from .buffers import BufferSet, buffers_of
 from .findings import Allow, Finding, Report, act, allowances, check_on_failure, make_finding
 from .record import LaunchRecord, LaunchTrace, Site, site_of, trace_launches
@@ -182,8 +183,9 @@ class CheckedGraph:
         report: the verdict on the capture site.
         trace: the operations the captured call recorded (None with checking disabled).
         device: the capture device.
-        replay_check: when :meth:`launch` runs :meth:`check_replay`: ``"first"`` (the first
-            launch only), ``"always"`` or ``"never"``.
+        replay_check: when :meth:`launch` runs :meth:`check_replay`: ``"always"`` (every
+            launch; a full check only when the owners' baked arrays changed), ``"first"``
+            (the first launch only) or ``"never"``.
     """
 
     def __init__(
@@ -213,6 +215,7 @@ class CheckedGraph:
         self._on_failure = on_failure
         self._enabled = enabled
         self._replay_checked = False
+        self._probe: OwnersProbe | None = None  # after a clean full replay check
 
     @property
     def ok(self) -> bool:
@@ -317,9 +320,24 @@ class CheckedGraph:
         if self._enabled and (
             self.replay_check == "always" or (self.replay_check == "first" and not self._replay_checked)
         ):
-            self.check_replay(_stacklevel=_stacklevel)
+            # The full check walks the owners; once it passed, a probe of the very arrays
+            # it found answers "unchanged" in microseconds, and only a change walks again.
+            if self._probe is None or not self._probe.unchanged():
+                report = self.check_replay(_stacklevel=_stacklevel)
+                clean = "replay" in report.checks and not report.findings and not report.suppressed
+                self._probe = self._owners_probe() if clean else None
             self._replay_checked = True
         _warp.capture_launch(self.graph, stream=stream)
+
+    def _owners_probe(self) -> OwnersProbe | None:
+        owners = self._owners
+        if not isinstance(owners, tuple):
+            return None  # a BufferSet: its check walks nothing
+        labels = [baked.label for baked in self._baked if baked.label is not None]
+        try:
+            return OwnersProbe(owners, labels, single=len(owners) == 1)
+        except Unsupported:
+            return None
 
     def __repr__(self) -> str:
         return f"<CheckedGraph on {self.device}: {'ok' if self.ok else dict(self.report.kinds())}>"
@@ -347,8 +365,8 @@ class GraphGuard:
             (:class:`GraphCheckWarning`), ``"log"`` (a warning on the ``graphcheck``
             logger) or ``"ignore"`` (keep the report, do nothing).
         allow: finding kinds, or :class:`Allow` objects, to accept.
-        replay_check: when :meth:`launch` checks the baked addresses: ``"first"``,
-            ``"always"`` or ``"never"``.
+        replay_check: when :meth:`launch` checks the baked addresses: ``"always"``
+            (default), ``"first"`` or ``"never"``.
         revalidate: validate again a site that passed before in this process (by
             default, a second capture at the same place skips the reference call and
             the comparison).
@@ -373,7 +391,7 @@ class GraphGuard:
         *,
         on_failure: str = "raise",
         allow: Iterable[Allow | str] | Allow | str | None = None,
-        replay_check: str = "first",
+        replay_check: str = "always",
         revalidate: bool = False,
         allow_foreign_nodes: bool = False,
         stream: Any = None,
@@ -683,7 +701,7 @@ def capture(
     reference: bool | Callable[[], Any] | None = True,
     on_failure: str = "raise",
     allow: Iterable[Allow | str] | Allow | str | None = None,
-    replay_check: str = "first",
+    replay_check: str = "always",
     revalidate: bool = False,
     allow_foreign_nodes: bool = False,
     stream: Any = None,
@@ -707,7 +725,8 @@ def capture(
             instead, or False/None for no reference call.
         on_failure: ``"raise"``, ``"warn"``, ``"log"`` or ``"ignore"`` (see :class:`GraphGuard`).
         allow: finding kinds, or :class:`Allow` objects, to accept.
-        replay_check: when :meth:`CheckedGraph.launch` checks the baked addresses.
+        replay_check: when :meth:`CheckedGraph.launch` checks the baked addresses
+            (``"always"``, ``"first"`` or ``"never"``).
         revalidate: validate again a site that passed before in this process.
         allow_foreign_nodes: on CUDA, accept graph nodes no Warp operation made.
         stream: passed to ``wp.ScopedCapture``.
