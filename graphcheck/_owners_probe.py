@@ -10,7 +10,7 @@ places (none freed, none reassigned, none resized, since a resized array is a ne
 means the full check would find the same buffers there. A weak reference to each array
 tells, at no cost per launch, when one is freed (its id could then be reused).
 
-Whatever the probe cannot follow (a closure variable, a set member, a path through an
+Whatever the probe cannot follow (a set member, an object a bound method is bound to, a path through an
 object whose lookup fails) makes it unavailable: the full check runs every time then.
 """
 
@@ -25,8 +25,9 @@ from typing import Any
 
 from . import _warp
 
-# One step of a label: ".name", "[3]" or "['key']" (see graphcheck.buffers._JOINS).
-_STEP = re.compile(r"\.([A-Za-z_]\w*)|\[(-?\d+)\]|\[('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\]")
+# One step of a label: ".name", "[3]", "['key']" or ".<name>", a variable a function closes
+# over (see graphcheck.buffers._JOINS).
+_STEP = re.compile(r"\.([A-Za-z_]\w*)|\[(-?\d+)\]|\[('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\]|\.<([A-Za-z_]\w*)>")
 _ROOT = re.compile(r"owner(?=[.\[]|$)|owners\[(\d+)\]")
 
 
@@ -45,8 +46,10 @@ def _parse(label: str) -> tuple[int, list[tuple[str, Any]]]:
         step = _STEP.match(label, position)
         if step is None:
             raise Unsupported(label)
-        name, number, key = step.groups()
-        if name is not None:
+        name, number, key, cell = step.groups()
+        if cell is not None:
+            steps.append(("cell", cell))
+        elif name is not None:
             if keyword.iskeyword(name):
                 raise Unsupported(label)  # not an attribute the generated code can spell
             steps.append(("attr", name))
@@ -56,6 +59,11 @@ def _parse(label: str) -> tuple[int, list[tuple[str, Any]]]:
             steps.append(("item", ast.literal_eval(key)))
         position = step.end()
     return index, steps
+
+
+def _cell(fn: Any, name: str) -> Any:
+    """The value of the variable ``name`` that function ``fn`` closes over."""
+    return fn.__closure__[fn.__code__.co_freevars.index(name)].cell_contents
 
 
 class OwnersProbe:
@@ -71,38 +79,67 @@ class OwnersProbe:
     """
 
     def __init__(self, owners: tuple[Any, ...], labels: Iterable[str], single: bool) -> None:
-        lines: list[str] = []
-        names: dict[tuple[Any, ...], str] = {}
+        parents: dict[tuple[Any, ...], tuple[Any, ...] | None] = {}
+        expressions: dict[tuple[Any, ...], str] = {}
         keys: dict[str, Any] = {}
-
-        def name_of(prefix: tuple[Any, ...]) -> str:
-            # One local variable per object on the way, shared by every path through it.
-            if prefix not in names:
-                if len(prefix) == 1:
-                    expression = f"roots[{prefix[0]}]"
-                else:
-                    parent, (kind, key) = name_of(prefix[:-1]), prefix[-1]
-                    if kind == "attr":
-                        expression = f"{parent}.{key}"
-                    else:
-                        keys[f"k{len(keys)}"] = key
-                        expression = f"{parent}[k{len(keys) - 1}]"
-                names[prefix] = f"v{len(names)}"
-                lines.append(f"    {names[prefix]} = {expression}")
-            return names[prefix]
-
-        leaves = []
+        leaves: list[tuple[Any, ...]] = []
         for label in sorted(set(labels)):
             index, steps = _parse(label)
             if index >= (1 if single else len(owners)):
                 raise Unsupported(label)
-            leaves.append(name_of((index, *steps)))
-        body = "\n".join([*lines, "    pass"])
-        source = (
-            f"def objects(roots):\n{body}\n    return ({''.join(f'{leaf}, ' for leaf in leaves)})\n"
-            f"def ids(roots):\n{body}\n    return ({''.join(f'id({leaf}), ' for leaf in leaves)})\n"
+            path: tuple[Any, ...] = (index, *steps)
+            leaves.append(path)
+            for depth in range(1, len(path) + 1):
+                prefix = path[:depth]
+                if prefix in expressions:
+                    continue
+                parents[prefix] = prefix[:-1] if depth > 1 else None
+                if depth == 1:
+                    expressions[prefix] = f"roots[{index}]"
+                elif prefix[-1][0] == "attr":
+                    expressions[prefix] = f"{{}}.{prefix[-1][1]}"
+                elif prefix[-1][0] == "cell":
+                    expressions[prefix] = f"_cell({{}}, {prefix[-1][1]!r})"
+                else:
+                    keys[f"k{len(keys)}"] = prefix[-1][1]
+                    expressions[prefix] = f"{{}}[k{len(keys) - 1}]"
+        order = list(expressions)  # parents before children
+        names = {prefix: f"v{i}" for i, prefix in enumerate(order)}
+
+        def function(name: str, results: list[str], needed: set[tuple[Any, ...]]) -> str:
+            lines = [f"def {name}(roots):"]
+            for prefix in order:
+                if prefix in needed:
+                    parent = parents[prefix]
+                    expression = (
+                        expressions[prefix].format(names[parent]) if parent is not None else expressions[prefix]
+                    )
+                    lines.append(f"    {names[prefix]} = {expression}")
+            return "\n".join([*lines, f"    return ({''.join(r + ', ' for r in results)})"]) + "\n"
+
+        def with_parents(prefixes: Iterable[tuple[Any, ...]]) -> set[tuple[Any, ...]]:
+            needed: set[tuple[Any, ...]] = set()
+            for prefix in prefixes:
+                while prefix is not None and prefix not in needed:
+                    needed.add(prefix)
+                    prefix = parents[prefix]  # type: ignore[assignment]
+            return needed
+
+        # Many buffers in one list or tuple (owner.buffers[0..499]): the ids of the whole
+        # sequence, in one C loop, rather than one lookup per item. Any change to the
+        # sequence then counts as a change, which only costs a full check.
+        by_parent: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+        for leaf in leaves:
+            if leaf[-1][0] == "item" and type(leaf[-1][1]) is int and leaf not in parents.values():
+                by_parent.setdefault(leaf[:-1], []).append(leaf)
+        grouped = {parent for parent, items in by_parent.items() if len(items) >= 8}
+        single_ids = [leaf for leaf in leaves if leaf[:-1] not in grouped or leaf in parents.values()]
+        id_results = [f"id({names[leaf]})" for leaf in single_ids]
+        id_results += [f"*map(id, {names[parent]})" for parent in sorted(grouped, key=order.index)]
+        source = function("objects", [names[leaf] for leaf in leaves], with_parents(leaves)) + function(
+            "ids", id_results, with_parents([*single_ids, *grouped])
         )
-        namespace: dict[str, Any] = dict(keys)
+        namespace: dict[str, Any] = {**keys, "_cell": _cell}
         exec(compile(source, "<graphcheck owners probe>", "exec"), namespace)
         self._ids = namespace["ids"]
         self._roots = owners
@@ -116,7 +153,7 @@ class OwnersProbe:
                 raise Unsupported(f"{type(array).__name__} is not an array")
         # Held weakly: a freed array, whose id a new one may take, makes the probe stale.
         self._refs = [weakref.ref(array, self._on_free) for array in arrays]
-        self._expected = tuple(map(id, arrays))
+        self._expected = self._ids(owners)
 
     def _on_free(self, _ref: Any) -> None:
         self.freed = True

@@ -444,8 +444,8 @@ def make_cpu_invoke_hook(original: Callable[..., Any], blocks: bool) -> Callable
     def hook(kernel: Any, hooks: Any, params: Any, adjoint: bool) -> Any:
         session = active.get()
         if session is not None:
-            if session.thread != ident():
-                session = session.rebind()
+            # Only Warp's woven launch and replay call invoke, and they made this context's
+            # session this thread's own before setting its pending call.
             pending = session.pending
             if pending is not None and pending[0] is _LAUNCH and not blocks and not session.conditional_depth:
                 frame = pending[1]
@@ -466,6 +466,8 @@ def make_cpu_invoke_hook(original: Callable[..., Any], blocks: bool) -> Callable
                         for trace in session.traces:
                             trace._append(raw)
                         return original(kernel, hooks, params, adjoint)
+            if session.thread != ident():
+                session = session.rebind()
             session.on_cpu_launch(kernel, params, adjoint, blocks)
         return original(kernel, hooks, params, adjoint)
 

@@ -18,12 +18,15 @@ removed when the last one ends: while nothing is recorded, Warp runs untouched.
 The interposition points (Warp 1.19):
 
 ============================  ====================================================
-``context.launch``            code object swapped in place, so ``wp.launch``,
-                              ``launch_tiled``, adjoint copies and a ``launch``
-                              bound early by ``from warp import launch`` all pass
-``context.copy``              same, for ``wp.copy``, ``array.assign``, ``clone``
-                              and the second copy Warp makes for gradients
-``Launch.launch``             class attribute: ``wp.Launch`` replays
+``context.launch``            woven: the function's code object is replaced by
+                              Warp's own source compiled again with a prologue and
+                              an epilogue, so ``wp.launch``, ``launch_tiled``,
+                              adjoint copies and a ``launch`` bound early by
+                              ``from warp import launch`` all pass, and no
+                              graphcheck frame stands between the caller and Warp
+``context.copy``              woven, the same way: ``wp.copy``, ``array.assign``,
+                              ``clone`` and the second copy Warp makes for gradients
+``Launch.launch``             woven: ``wp.Launch`` replays
 ``context.invoke``            module globals: the CPU launch, with the exact
 ``invoke_cpu_blocks``         parameter objects Warp passes
 ``core.wp_cpu_launch_kernel`` ctypes attribute: CPU launches inside a capture
@@ -31,8 +34,8 @@ The interposition points (Warp 1.19):
 ``array.zero_`` / ``fill_``   class attributes: memsets and fills
 ``capture_if``                module attributes (also ``wp.``): conditional
 ``capture_while``             graphs, their bodies' operations marked nested
-``array._init_new``           class attributes: allocations, arrays made from data
-``_init_from_data``
+``array._init_new``           woven: allocations, arrays made from data (Warp's
+``_init_from_data``           allocation tracker names the first frame outside Warp)
 ``core.wp_<native helper>``   ctypes attributes: sort, scan, reductions, hash grid,
                               BVH and mesh builds, recorded as opaque operations
 ============================  ====================================================

@@ -104,9 +104,31 @@ def test_the_probe_follows_every_kind_of_label_and_refuses_what_it_cannot():
     other.x = wp.zeros(N, dtype=float, device="cpu")
     assert not probe.unchanged()
     assert OwnersProbe((sim,), [], single=True).unchanged()  # nothing owned was baked
-    for label in ["owner.class", "owner.<closure>", "owner{0}", "elsewhere.x", "owner.t"]:
+    state = sim.x
+
+    def step():
+        return state
+
+    closure = OwnersProbe((step,), ["owner.<state>"], single=True)
+    assert closure.unchanged()
+    for label in ["owner.class", "owner.<missing>", "owner{0}", "elsewhere.x", "owner.t"]:
         with pytest.raises(Unsupported):
             OwnersProbe((sim,), [label], single=True)
+
+
+def test_many_buffers_in_one_list_are_compared_as_one_sequence():
+    sim = Sim()
+    sim.bufs = [wp.zeros(N, dtype=float, device="cpu") for _ in range(12)]
+    probe = OwnersProbe((sim,), [f"owner.bufs[{i}]" for i in range(10)] + ["owner.x"], single=True)
+    assert "map" in probe._ids.__code__.co_names  # one C loop over the list
+    assert probe.unchanged()
+    replaced = sim.bufs[3]
+    sim.bufs[3] = wp.zeros(N, dtype=float, device="cpu")
+    assert not probe.unchanged()
+    sim.bufs[3] = replaced
+    assert probe.unchanged()
+    sim.bufs.append(wp.zeros(N, dtype=float, device="cpu"))  # not baked, but the list changed
+    assert not probe.unchanged()
 
 
 def test_without_a_probe_every_launch_is_a_full_check(full_checks):
