@@ -10,8 +10,8 @@ places (none freed, none reassigned, none resized, since a resized array is a ne
 means the full check would find the same buffers there. A weak reference to each array
 tells, at no cost per launch, when one is freed (its id could then be reused).
 
-Whatever the probe cannot follow (a set member, an object a bound method is bound to, a path through an
-object whose lookup fails) makes it unavailable: the full check runs every time then.
+Whatever the probe cannot follow (a set member, the object a bound method is bound to,
+a path whose lookup fails) makes it unavailable: the full check runs every time then.
 """
 
 from __future__ import annotations
