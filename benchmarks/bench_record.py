@@ -51,7 +51,7 @@ def _launches(calls: int) -> Any:
     return bare
 
 
-def bench_recording(rounds: int = 300, calls: int = 100) -> dict[str, Any]:
+def bench_recording(rounds: int = 40, calls: int = 2000) -> dict[str, Any]:
     """The headline: recording a light launch, one trace per ``calls`` launches (its hooks
     go in and out with it, as in real use), the garbage collector on."""
     bare = _launches(calls)
@@ -84,35 +84,41 @@ def bench_recording(rounds: int = 300, calls: int = 100) -> dict[str, Any]:
     }
 
 
-def bench_long_trace(lengths: tuple[int, ...] = (2_000, 50_000, 1_000_000), chunk: int = 100) -> dict[str, Any]:
-    """Per-launch cost of recording while a trace's records grow to each length.
+def bench_long_trace(
+    lengths: tuple[int, ...] = (2_000, 50_000, 1_000_000), chunk: int = 1000, steady: int = 30
+) -> dict[str, Any]:
+    """Per-launch cost of recording while the records of ``length`` launches are kept.
 
     Rounds alternate a chunk of bare launches and a chunk recorded by a trace that is
-    kept, so the kept records grow to the length; the garbage collector is on, as in a
-    program. The figures are medians over the last quarter of the rounds (the records
-    near the length), each recorded chunk against the bare chunk just before it.
+    kept, so the kept records grow to the length; then ``steady`` more rounds keep them at
+    the length (the oldest trace is dropped as a new one comes). The garbage collector is
+    on, as in a program. The figures are medians over those steady rounds, each recorded
+    chunk against the bare chunk just before it.
     """
     bare = _launches(chunk)
     out: dict[str, Any] = {"chunk": chunk}
     for length in lengths:
         kept: list[gc.LaunchTrace] = []
 
-        def recorded(kept: list[gc.LaunchTrace] = kept) -> None:
+        def recorded(kept: list[gc.LaunchTrace] = kept, length: int = length) -> None:
             with gc.trace_launches() as trace:
                 bare()
             kept.append(trace)
+            if len(kept) * chunk > max(length, chunk):
+                del kept[0]
 
-        bare_times, recorded_times = [], []
-        for _ in range(max(length // chunk, 1)):
-            for fn, times in ((bare, bare_times), (recorded, recorded_times)):
-                start = time.thread_time_ns()
-                fn()
-                times.append((time.thread_time_ns() - start) / chunk / 1000)
-        tail = max(len(bare_times) // 4, 1)
-        pairs = list(zip(recorded_times[-tail:], bare_times[-tail:]))
-        assert sum(len(t._items) for t in kept) == max(length // chunk, 1) * chunk
+        pairs = []
+        for _ in range(max(length // chunk, 1) + steady):
+            start = time.thread_time_ns()
+            bare()
+            middle = time.thread_time_ns()
+            recorded()
+            end = time.thread_time_ns()
+            pairs.append(((end - middle) / chunk / 1000, (middle - start) / chunk / 1000))
+        pairs = pairs[-steady:]
+        assert sum(len(t._items) for t in kept) == max(length, chunk)
         name = f"{length // 1000}k" if length < 1_000_000 else f"{length // 1_000_000}M"
-        out[f"bare_us_{name}"] = round(statistics.median(bare_times[-tail:]), 2)
+        out[f"bare_us_{name}"] = round(statistics.median(b for _, b in pairs), 2)
         out[f"recording_added_us_{name}"] = round(statistics.median(r - b for r, b in pairs), 2)
         out[f"recording_ratio_{name}"] = round(statistics.median(r / b for r, b in pairs), 3)
         kept.clear()

@@ -33,7 +33,7 @@ from . import bench_guard, bench_record  # noqa: E402
 BENCHMARKS: dict[str, tuple[Callable[..., dict[str, Any]], dict[str, Any], list[tuple[str, float]]]] = {
     "recording": (
         bench_record.bench_recording,
-        {"rounds": 100},
+        {"rounds": 15},
         [("recording_ratio", 1.10), ("idle_ratio", 1.05)],
     ),
     "long_trace": (

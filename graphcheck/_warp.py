@@ -287,8 +287,8 @@ def _plan_patches() -> list[_Patch]:
         patches.append(_Patch(label, fn, "__code__", _weave(fn, prologue, on_error, finally_)))
 
     for name, value in _WOVEN_GLOBALS.items():  # stay in place for good (see above)
-        _context.__dict__.setdefault(name, value)
-        _types.__dict__.setdefault(name, value)
+        _context.__dict__[name] = value
+        _types.__dict__[name] = value
 
     # Kernel launches: the Python entry points, for what the user asked. Woven, so that
     # Warp sees the caller it sees without graphcheck (the Tape's caller metadata, the
