@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import nox
 
 nox.needs_version = ">=2024.3"
@@ -17,13 +20,29 @@ def tests(session: nox.Session) -> None:
     session.run("python", "-m", "pytest", *session.posargs)
 
 
+def _tested_warp_versions() -> list[str]:
+    """graphcheck._warp.TESTED_WARP_VERSIONS, read from the source (importing it imports Warp)."""
+    source = Path(__file__).parent.joinpath("graphcheck", "_warp.py").read_text()
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["TESTED_WARP_VERSIONS"]:
+            return list(ast.literal_eval(node.value))
+    raise RuntimeError("graphcheck/_warp.py assigns no TESTED_WARP_VERSIONS")
+
+
+@nox.session
+@nox.parametrize("warp", [nox.param(version, id=version) for version in _tested_warp_versions()])
+def warp(session: nox.Session, warp: str) -> None:
+    """Run the test suite against this Warp release (``nox -s warp``: every supported one)."""
+    session.install("-e", ".[test]", f"warp-lang=={warp}")
+    session.run("python", "-m", "pytest", *session.posargs)
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
     """Lint with ruff and type-check with mypy."""
     session.install("-e", ".[test]", "ruff>=0.6", "mypy>=1.10")  # pytest types the plugin
-    session.run(
-        "ruff", "check", "graphcheck", "tests", "tests_gpu", "tests_warp", "benchmarks", "examples", "noxfile.py"
-    )
+    paths = ("graphcheck", "tests", "tests_gpu", "tests_clients", "tests_warp", "benchmarks", "examples", "noxfile.py")
+    session.run("ruff", "check", *paths)
     session.run("ruff", "format", "--check", "graphcheck")
     session.run("mypy")
 
@@ -51,13 +70,25 @@ def docs(session: nox.Session) -> None:
         session.run("python", "-m", "http.server", "-d", "docs/_build/html", "8000")
 
 
+# The real simulators tests_clients/ judges, pinned: the verdicts there name their kernels.
+CLIENTS = ("newton==1.8.0", "mujoco-warp==4.0.0")
+
+
+@nox.session
+def clients(session: nox.Session) -> None:
+    """Judge real Warp clients (Newton, MuJoCo Warp) on the CPU: about 1 GB of packages, so not in CI."""
+    session.install("-e", ".[test]", *CLIENTS)
+    session.run("python", "-m", "pytest", "tests_clients", *session.posargs)
+
+
 @nox.session
 def gpu(session: nox.Session) -> None:
-    """Run tests_gpu/ and the GPU benchmark on a CUDA machine (skips without CUDA)."""
+    """Run the driver probe, tests_gpu/ and the GPU benchmark on a CUDA machine (skips without CUDA)."""
     session.install("-e", ".[test]")
     probe = "import warp as wp; wp.config.log_level = wp.LOG_WARNING; print(int(wp.is_cuda_available()))"
     available = session.run("python", "-c", probe, silent=True)
     if not available or available.strip().splitlines()[-1] != "1":
         session.skip("no CUDA device visible to Warp: tests_gpu/ needs one")
+    session.run("python", "tests_gpu/probe.py")  # what the driver answers, printed; fails on a mismatch
     session.run("python", "-m", "pytest", "tests_gpu", "-v", *session.posargs)
     session.run("python", "-m", "benchmarks.run", "graph")

@@ -22,8 +22,19 @@ from types import CodeType
 from typing import Any
 
 from . import _warp
+from .nodes import CaptureSpan
 from .params import ArrayRef
-from .record import Allocation, CapturedParams, LaunchRecord, LaunchTrace, ended, hold, hold_param_sizes, site_of
+from .record import (
+    Allocation,
+    CapturedParams,
+    HostSync,
+    LaunchRecord,
+    LaunchTrace,
+    ended,
+    hold,
+    hold_param_sizes,
+    site_of,
+)
 
 # One process-wide order for operations and allocations (next() on a count is atomic).
 _sequence = itertools.count(1)
@@ -95,31 +106,7 @@ def _via_name(code: CodeType) -> str:
     return entry[1]
 
 
-def _plain(value: Any) -> Any:
-    """A fill value or native argument as a plain, comparable Python value."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, ctypes._SimpleCData):
-        return _plain(value.value)
-    if isinstance(value, ctypes.Array):
-        return tuple(_plain(v) for v in value)
-    if isinstance(value, ctypes._Pointer):
-        return bytes(value.contents).hex()
-    obj = getattr(value, "_obj", None)  # ctypes.byref(...)
-    if isinstance(obj, (ctypes.Structure, ctypes.Array, ctypes._SimpleCData)):
-        return bytes(obj).hex()
-    item = getattr(value, "item", None)  # numpy scalars
-    if callable(item) and getattr(value, "shape", None) == ():
-        return _plain(item())
-    inner = getattr(value, "value", None)  # wp.float32(1.0)...
-    if isinstance(inner, (bool, int, float)):
-        return inner
-    if _warp.is_struct_instance(value):
-        return _warp.struct_bytes(value).hex()
-    try:
-        return tuple(_plain(v) for v in value)
-    except TypeError:
-        return repr(value)
+_plain = _warp.plain_value
 
 
 def _array_ref(arr: Any) -> ArrayRef:
@@ -141,7 +128,10 @@ class Session:
     the same traces (:meth:`rebind`), so the per-call state below is never shared.
     """
 
-    __slots__ = ("allocations_seen", "conditional_depth", "in_memset", "pending", "thread", "traces")
+    __slots__ = (
+        "allocations_seen", "conditional_depth", "conditionals", "in_memset", "pending", "thread", "traces",
+        "uploading",
+    )  # fmt: skip
 
     def __init__(self, traces: tuple[LaunchTrace, ...]) -> None:
         self.traces = traces
@@ -149,7 +139,9 @@ class Session:
         self.pending: Any = None
         self.in_memset = False
         self.allocations_seen = 0
+        self.uploading = 0  # inside wp.array(data): allocations are filled from host memory
         self.conditional_depth = 0
+        self.conditionals: list[LaunchRecord] = []  # the wp.capture_if / capture_while calls in progress
 
     def rebind(self) -> Session:
         """This context's session for the calling thread, made and made current now."""
@@ -243,9 +235,11 @@ class Session:
         handle = _warp.stream_handle(stream)
         cuda = (_warp.as_address(func), int(dim_size), int(max_blocks), int(block_dim), int(grid_stride),
                 int(cluster_dim), int(smem_bytes))  # fmt: skip
-        return self._record_launch(
+        record = self._record_launch(
             kernel, params, adjoint, _warp.device_of_stream(handle), int(block_dim), handle, cuda, int(max_blocks)
         )
+        self.before_cuda_op(record, handle)
+        return record
 
     def _pending_kernel(self) -> tuple[Any, bool]:
         """``(kernel, adjoint)`` of the ``wp.launch`` or ``wp.Launch`` call in progress."""
@@ -309,6 +303,7 @@ class Session:
     ) -> Any:
         """Deliver ``record``, then let Warp do the operation; a failed one is not recorded."""
         self._emit(record)
+        self.before_cuda_op(record, stream)
         try:
             result = call(*args, **kwargs)
         except BaseException:
@@ -317,15 +312,42 @@ class Session:
         self.after_cuda_op(record, stream)
         return result
 
-    def after_cuda_op(self, record: LaunchRecord, stream: int | None) -> None:
-        """After a CUDA operation was enqueued: which graph node(s) did it add?"""
+    def before_cuda_op(self, record: LaunchRecord, stream: int | None) -> None:
+        """Before a CUDA operation is enqueued: where does the capture stand?"""
         if stream and _warp.stream_is_capturing(stream):
             from . import _cuda
 
             try:
-                record.node = _cuda.capture_tail(stream)
+                state = _cuda.capture_state(stream)
             except _cuda.GraphInspectError:
-                pass  # the cross-check will say the graph could not be read; never break the capture
+                return  # the cross-check will say the operation was not matched; never break the capture
+            if state is not None:
+                record.capture = CaptureSpan(state[0], state[1], state[1])  # nothing added yet
+
+    def after_cuda_op(self, record: LaunchRecord, stream: int | None) -> None:
+        """After a CUDA operation was enqueued: the nodes it added lie between where the
+        capture stood before it and where it stands now (see :class:`CaptureSpan`)."""
+        span = record.capture
+        if span is None or not stream:
+            return
+        from . import _cuda
+
+        try:
+            state = _cuda.capture_state(stream)
+        except _cuda.GraphInspectError:
+            state = None
+        # Unknown, or in another graph than it started in: no place in the capture.
+        record.capture = span._replace(after=state[1]) if state is not None and state[0] == span.graph else None
+
+    def on_capture_resume(self, graph: Any) -> None:
+        """Warp resumed a capture into ``graph``: inside ``wp.capture_if`` /
+        ``capture_while``, a conditional body (or the parent graph again)."""
+        if not self.conditionals:
+            return
+        record = self.conditionals[-1]
+        span, handle = record.capture, _warp.graph_handle(graph)
+        if span is not None and handle and handle != span.graph and handle not in span.bodies:
+            record.capture = span._replace(bodies=(*span.bodies, handle))
 
     # -- copies, memsets, native helpers --------------------------------------------------
 
@@ -383,7 +405,7 @@ class Session:
         device = _warp.get_device(None if on_device else "cpu")
         handle = _warp.device_stream_handle(device) if on_device else None
         record = LaunchRecord(
-            "native", name, False, None, {f"arg{i}": _plain(a) for i, a in enumerate(args)}, str(device), 0, 0,
+            "native", name, False, None, _warp.native_args(name, args), str(device), 0, 0,
             handle, code, lasti, via, internal, next(_sequence), False, None, (),
         )  # fmt: skip
         return self._run(record, original, args, {}, handle)
@@ -401,16 +423,33 @@ class Session:
             False, None, (),
         )  # fmt: skip
         self._emit(record)
+        self.before_cuda_op(record, handle)
         self.conditional_depth += 1
+        self.conditionals.append(record)
         try:
-            return original(condition, *args, **kwargs)
+            result = original(condition, *args, **kwargs)
         finally:
             self.conditional_depth -= 1
+            self.conditionals.pop()
+        self.after_cuda_op(record, handle)
+        return result
+
+    def on_host_sync(self, what: str) -> None:
+        """A readback (``array.numpy()``) or ``wp.synchronize*()``: a CUDA capture cannot run one."""
+        code, lasti, _, _ = _caller(sys._getframe(2), what)
+        event = HostSync(what, site_of(code, lasti), next(_sequence))
+        for trace in self.traces:
+            if trace.recording:
+                trace.host_syncs.append(event)
 
     # -- allocations ----------------------------------------------------------------------
 
     def on_alloc(self, arr: Any, how: str) -> None:
+        """An allocation: ``how`` is ``"allocated"`` (``"uploaded"`` when ``wp.array(data)``
+        fills it from host data) or ``"wrapped"`` (host memory Warp aliased)."""
         self.allocations_seen += 1
+        if how == "allocated" and self.uploading:
+            how = "uploaded"
         span = _warp.array_range(arr)
         if span is None:
             return

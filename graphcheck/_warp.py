@@ -3,8 +3,9 @@
 No other module of graphcheck imports ``warp._src`` or reaches into a Warp object's
 private attributes. This module
 
-- checks, once, that the installed Warp still has every internal it relies on, and
-  fails with one clear error naming the tested versions when one is missing;
+- checks, once, that the installed Warp has every internal it relies on (a table of the
+  internals and the first release that has each, for Warp 1.15 to 1.19), and fails with
+  one clear error naming the tested versions when one is missing;
 - installs and removes the hooks that report every operation Warp enqueues to the
   recording session of the current context (see :mod:`graphcheck._session`);
 - describes a kernel's parameter block (launch bounds, then every argument as Warp
@@ -15,7 +16,7 @@ private attributes. This module
 Hooks are installed while at least one trace is active anywhere in the process and
 removed when the last one ends: while nothing is recorded, Warp runs untouched.
 
-The interposition points (Warp 1.19):
+The interposition points (Warp 1.15 to 1.19; what differs: see ``WARP_INTERNALS``):
 
 ============================  ====================================================
 ``context.launch``            woven: the function's code object is replaced by
@@ -28,12 +29,15 @@ The interposition points (Warp 1.19):
                               ``clone`` and the second copy Warp makes for gradients
 ``Launch.launch``             woven: ``wp.Launch`` replays
 ``context.invoke``            module globals: the CPU launch, with the exact
-``invoke_cpu_blocks``         parameter objects Warp passes
+``invoke_cpu_blocks``         parameter objects Warp passes (the second: 1.18+)
 ``core.wp_cpu_launch_kernel`` ctypes attribute: CPU launches inside a capture
 ``core.wp_cuda_launch_kernel`` ctypes attribute: every CUDA launch
 ``array.zero_`` / ``fill_``   class attributes: memsets and fills
 ``capture_if``                module attributes (also ``wp.``): conditional
 ``capture_while``             graphs, their bodies' operations marked nested
+``context.capture_resume``    module global: the body graphs those two capture into
+``array.numpy``               readbacks and synchronisations (class and module
+``synchronize*``              attributes): a CPU capture runs them, a CUDA one cannot
 ``array._init_new``           woven: allocations, arrays made from data (Warp's
 ``_init_from_data``           allocation tracker names the first frame outside Warp)
 ``core.wp_<native helper>``   ctypes attributes: sort, scan, reductions, hash grid,
@@ -51,6 +55,7 @@ import re
 import sys
 import threading
 import types
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -60,12 +65,8 @@ import warp._src.context as _context
 import warp._src.types as _types
 from warp._src import codegen as _codegen
 
-from .params import ParamKind, ParamSpec
-
-#: Warp releases graphcheck's test suite has run against.
-TESTED_WARP_VERSIONS = ("1.19.0",)
-
-WARP_VERSION: str = wp.__version__
+from ._warnings import GraphCheckWarning
+from .params import ArrayRef, ParamKind, ParamSpec
 
 _WARP_DIR = os.path.dirname(os.path.abspath(wp.__file__)) + os.sep
 _GRAPHCHECK_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -89,14 +90,112 @@ class UnsupportedWarpError(RuntimeError):
 
 
 # --------------------------------------------------------------------------------------
-# The assumptions, checked once
+# The Warp releases graphcheck supports, and the internals each has (checked once)
 # --------------------------------------------------------------------------------------
+# Everything that differs between the supported releases lives in this block: the table of
+# internals, and what graphcheck does on a release that predates one of them.
+
+#: Warp releases graphcheck's test suite has run against (``nox -s warp``), oldest first.
+TESTED_WARP_VERSIONS = ("1.15.0", "1.16.0", "1.17.0", "1.18.0", "1.19.0")
+
+WARP_VERSION: str = wp.__version__
+
+_EVERY_RELEASE = (1, 15)
+
+#: Every Warp internal graphcheck reaches by name, with the first release that has it.
+#: Paths start at ``warp._src.context``, ``warp._src.types``, ``warp._src.codegen`` or
+#: Warp's native library (``core``); the last name of a class path is the class's own
+#: attribute (graphcheck replaces it there). :func:`check_warp` checks, once, that the
+#: installed Warp has each one its release calls for.
+WARP_INTERNALS: dict[str, tuple[int, int]] = {
+    **dict.fromkeys(
+        (
+            "context.launch", "context.copy", "context.invoke", "context.Launch.launch", "context.pack_arg",
+            "context.runtime", "context.init", "context.capture_if", "context.capture_while",
+            "context._normalize_launch_dim", "context._build_launch_bounds_from_tuple", "context.Kernel.add_overload",
+            "context.synchronize", "context.synchronize_device", "context.synchronize_stream",
+            "context.synchronize_event", "context.get_device", "context.is_cuda_available",
+            "types.array._init_new", "types.array._init_from_data", "types.array.zero_", "types.array.fill_",
+            "types.array.numpy", "types.array.__ctype__", "types.noncontiguous_array_base.zero_",
+            "types.noncontiguous_array_base.fill_", "types.noncontiguous_array_base.numpy",
+            "types.Array", "types.indexedarray", "types.fabricarray", "types.indexedfabricarray", "types.is_array",
+            "types.array_t", "types.indexedarray_t", "types.launch_bounds_t", "types.type_size_in_bytes",
+            "codegen.Struct", "codegen.StructInstance",
+            "core.wp_cpu_launch_kernel", "core.wp_cuda_launch_kernel", "core.wp_cuda_stream_is_capturing",
+        ),
+        _EVERY_RELEASE,
+    ),
+    # Cooperative CPU blocks. Before 1.18 every CPU launch runs one thread a block, through invoke.
+    "context.invoke_cpu_blocks": (1, 18),
+    # Before 1.18 wp.launch resolved block_dim itself: 1 on the CPU, 256 for block_dim <= 0.
+    "context._resolve_launch_block_dim": (1, 18),
+    # Before 1.19 wp.launch made a generic kernel's overload with Kernel.add_overload.
+    "context.Kernel._add_normalized_overload": (1, 19),
+}  # fmt: skip
+
+
+def _release(version: str) -> tuple[int, int]:
+    """``(major, minor)`` of a Warp version string: ``"1.20.0.dev20260101"`` is ``(1, 20)``."""
+    match = re.match(r"(\d+)\.(\d+)", version)
+    if match is None:
+        raise UnsupportedWarpError(f"graphcheck cannot read the warp-lang version {version!r}: expected 'X.Y...'")
+    return int(match[1]), int(match[2])
+
+
+def _tested_range() -> str:
+    oldest, newest = _release(TESTED_WARP_VERSIONS[0]), _release(TESTED_WARP_VERSIONS[-1])
+    return f"{oldest[0]}.{oldest[1]} to {newest[0]}.{newest[1]}"
+
+
+def required_internals(version: str) -> list[str]:
+    """The paths in :data:`WARP_INTERNALS` that Warp release ``version`` has."""
+    release = _release(version)
+    return [path for path, since in WARP_INTERNALS.items() if release >= since]
+
+
+def newer_release_warning(version: str) -> str | None:
+    """The warning for a Warp release newer than the newest tested one, else None.
+
+    Patch releases of a tested minor release count as tested.
+    """
+    if _release(version) <= _release(TESTED_WARP_VERSIONS[-1]):
+        return None
+    return f"warp-lang {version} is newer than the releases graphcheck was tested with ({_tested_range()})"
+
+
+_INTERNAL_ROOTS = {"context": _context, "types": _types, "codegen": _codegen}
+
+
+def _internal(path: str) -> Any:
+    """The Warp object at ``path`` (see :data:`WARP_INTERNALS`), or None when it is missing."""
+    root, *names, last = path.split(".")
+    owner: Any = _runtime().core if root == "core" else _INTERNAL_ROOTS[root]
+    for name in names:
+        owner = getattr(owner, name, None)
+    # A class's own attribute: graphcheck replaces it on that class.
+    return vars(owner).get(last) if isinstance(owner, type) else getattr(owner, last, None)
+
+
+def missing_internals(version: str = WARP_VERSION) -> list[str]:
+    """The internals Warp release ``version`` calls for that the installed Warp lacks."""
+    _context.init()  # loads Warp's native library (core)
+    return [path for path in required_internals(version) if _internal(path) is None]
+
+
+def _fail(what: str) -> UnsupportedWarpError:
+    return UnsupportedWarpError(
+        f"graphcheck cannot record on warp-lang {WARP_VERSION}: {what}. graphcheck was tested with "
+        f"warp-lang {_tested_range()} ({', '.join(TESTED_WARP_VERSIONS)}); install one of those "
+        f"(pip install 'warp-lang=={TESTED_WARP_VERSIONS[-1]}') or a graphcheck release that supports your Warp."
+    )
+
 
 _NATIVE_HELPER = re.compile(
-    r"^wp_(radix_sort_pairs|segmented_sort_pairs|runlength_encode|array_scan|array_sum|array_inner"
-    r"|hash_grid_(?:create|reserve|update)|bvh_(?:create|refit|rebuild)"
-    r"|mesh_(?:create|refit|set_points|set_velocities))_\w+_(host|device)$"
+    r"^wp_(?P<stem>radix_sort_pairs|segmented_sort_pairs|runlength_encode|array_scan|array_sum|array_inner"
+    r"|hash_grid_(?:reserve|update)|bvh_(?:refit|rebuild)|mesh_(?:refit|set_points|set_velocities))"
+    r"(?:_(?P<type>int|uint|int64|uint64|float|double))?_(?P<where>host|device)$"
 )
+
 
 _checked = False
 
@@ -105,27 +204,23 @@ _LAUNCH_INTENT = ("kernel", "inputs", "outputs", "device", "stream", "max_blocks
 _COPY_INTENT = ("dest", "src", "dest_offset", "src_offset", "count", "stream")
 
 
-def _fail(what: str) -> UnsupportedWarpError:
-    tested = ", ".join(TESTED_WARP_VERSIONS)
-    return UnsupportedWarpError(
-        f"graphcheck cannot record on warp-lang {WARP_VERSION}: {what}. graphcheck was tested "
-        f"against warp-lang {tested}; install one of those (pip install 'warp-lang=={TESTED_WARP_VERSIONS[-1]}') "
-        "or a graphcheck release that supports your Warp."
-    )
-
-
 def check_warp() -> None:
-    """Check that Warp still has every internal the hooks rely on.
+    """Check, once, that the installed Warp has every internal the hooks rely on.
+
+    A release older than the oldest tested one fails; one newer than the newest tested
+    one warns (:class:`GraphCheckWarning`, once) and runs while it has every internal.
 
     Raises:
-        UnsupportedWarpError: naming the first missing internal.
+        UnsupportedWarpError: naming the first missing or changed internal.
     """
     global _checked
     if _checked:
         return
-    for name in ("launch", "copy", "invoke", "invoke_cpu_blocks", "Launch", "runtime", "pack_arg"):
-        if not hasattr(_context, name):
-            raise _fail(f"warp._src.context.{name} is missing")
+    if _release(WARP_VERSION) < _release(TESTED_WARP_VERSIONS[0]):
+        raise _fail("it is older than the releases graphcheck supports")
+    missing = missing_internals(WARP_VERSION)
+    if missing:
+        raise _fail(f"warp._src.{missing[0]} is missing")
     for fn in (_context.launch, _context.copy):
         if not isinstance(fn, types.FunctionType) or fn.__closure__:
             raise _fail(f"warp._src.context.{fn.__name__} is no longer a plain function")
@@ -142,22 +237,57 @@ def check_warp() -> None:
         if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.KEYWORD_ONLY)
                for p in inspect.signature(fn).parameters.values()):  # fmt: skip
             raise _fail(f"wp.{fn.__name__}() now takes variable or keyword-only arguments")
-    for cls, attrs in (
-        (_context.Launch, ("launch",)),
-        (_types.array, ("zero_", "fill_", "_init_new", "_init_from_data", "__ctype__")),
-        (_types.noncontiguous_array_base, ("zero_", "fill_")),
-    ):
-        for attr in attrs:
-            if attr not in vars(cls):
-                raise _fail(f"{cls.__name__}.{attr} is missing")
     if [f for f, _ in _types.array_t._fields_] != ["data", "grad", "shape", "strides", "ndim", "flags"]:
         raise _fail("the array_t parameter layout changed")
-    _context.init()
-    core = _runtime().core
-    for name in ("wp_cpu_launch_kernel", "wp_cuda_launch_kernel"):
-        if not hasattr(core, name):
-            raise _fail(f"runtime.core.{name} is missing")
+    newer = newer_release_warning(WARP_VERSION)
+    if newer is not None:
+        warnings.warn(newer, GraphCheckWarning, stacklevel=2)
     _checked = True
+
+
+# What graphcheck does on a release that predates an internal (see WARP_INTERNALS).
+
+
+def _block_dim_before_1_18(device: Any, block_dim: Any) -> int:
+    """The block size ``wp.launch`` of Warp 1.15 to 1.17 runs with."""
+    if device.is_cpu:
+        return 1
+    return 256 if block_dim is None or block_dim <= 0 else int(block_dim)
+
+
+_resolve_launch_block_dim: Callable[[Any, Any], int] = getattr(
+    _context, "_resolve_launch_block_dim", _block_dim_before_1_18
+)
+
+#: Warp's CPU launch functions, each with whether it runs cooperative blocks (Warp 1.18+).
+_CPU_INVOKERS = tuple((name, name == "invoke_cpu_blocks") for name in ("invoke", "invoke_cpu_blocks")
+                      if hasattr(_context, name))  # fmt: skip
+
+
+def _add_overload(kernel: Any, arg_types: list[Any]) -> Any:
+    """The overload ``wp.launch`` makes of a generic kernel for these inferred types."""
+    add = getattr(kernel, "_add_normalized_overload", None) or kernel.add_overload
+    return add(arg_types)
+
+
+#: Native helpers Warp's CPU graphs record only from a release on (``apic_record_*`` in
+#: ``warp/native/apic.cpp``), None for none of the supported ones. Before it, a call inside
+#: a CPU capture runs once, at capture time, and is not in the graph: a replay keeps the
+#: capture's result.
+_CPU_GRAPH_RECORDS_SINCE: dict[str, tuple[int, int] | None] = {
+    "array_sum": (1, 16), "array_inner": (1, 16), "hash_grid_update": (1, 16), "bvh_refit": (1, 16),
+    "bvh_rebuild": (1, 16), "mesh_refit": None,
+}  # fmt: skip
+
+
+def cpu_graph_replays(label: str, version: str = WARP_VERSION) -> bool:
+    """Whether a CPU graph captured on Warp ``version`` replays native helper ``label``
+    (``"array_sum_float_host"``, as recorded)."""
+    match = _NATIVE_HELPER.match(f"wp_{label}")
+    if match is None or match["stem"] not in _CPU_GRAPH_RECORDS_SINCE:
+        return True
+    since = _CPU_GRAPH_RECORDS_SINCE[match["stem"]]
+    return since is not None and _release(version) >= since
 
 
 # --------------------------------------------------------------------------------------
@@ -299,8 +429,8 @@ def _plan_patches() -> list[_Patch]:
     # Kernel launches: where the parameter block leaves Python.
     cpu_invoke = cpu_invoke_hook_factory
     assert cpu_invoke is not None, "graphcheck._session supplies the CPU invoke hook"
-    attr("invoke", _context, "invoke", cpu_invoke(_context.invoke, False))
-    attr("invoke_cpu_blocks", _context, "invoke_cpu_blocks", cpu_invoke(_context.invoke_cpu_blocks, True))
+    for name, blocks in _CPU_INVOKERS:
+        attr(name, _context, name, cpu_invoke(getattr(_context, name), blocks))
     attr("wp_cpu_launch_kernel", core, "wp_cpu_launch_kernel", _make_cpu_capture_launch_hook(core.wp_cpu_launch_kernel))
     attr("wp_cuda_launch_kernel", core, "wp_cuda_launch_kernel", _make_cuda_launch_hook(core.wp_cuda_launch_kernel))
 
@@ -318,6 +448,17 @@ def _plan_patches() -> list[_Patch]:
         attr(name, _context, name, conditional)
         if getattr(wp, name, None) is original:
             attr(f"wp.{name}", wp, name, conditional)
+    attr("capture_resume", _context, "capture_resume", _make_capture_resume_hook(_context.capture_resume))
+
+    # Readbacks and synchronisation: a CPU capture runs them, a CUDA capture cannot.
+    for cls, method in ((_types.array, "numpy"), (_types.noncontiguous_array_base, "numpy")):
+        attr(f"{cls.__name__}.{method}", cls, method, _host_sync_hook(f"array.{method}()", vars(cls)[method]))
+    for name in _SYNCHRONIZE:
+        original = getattr(_context, name)
+        synchronize = _host_sync_hook(f"wp.{name}()", original)
+        attr(name, _context, name, synchronize)
+        if getattr(wp, name, None) is original:
+            attr(f"wp.{name}", wp, name, synchronize)
 
     # Allocations (woven: Warp's allocation tracker names the first frame outside Warp).
     init_new, init_from_data = _types.array.__dict__["_init_new"], _types.array.__dict__["_init_from_data"]
@@ -331,7 +472,7 @@ def _plan_patches() -> list[_Patch]:
         match = _NATIVE_HELPER.match(name)
         if match:
             original = getattr(core, name)
-            attr(name, core, name, _make_native_hook(name, original, match.group(2) == "device"))
+            attr(name, core, name, _make_native_hook(name, original, match["where"] == "device"))
     return patches
 
 
@@ -561,14 +702,33 @@ def _enter_init_from_data(arr: Any, frame: Any) -> Callable[[bool], None] | None
     if session is None:
         return None
     before = session.allocations_seen
+    session.uploading += 1  # what Warp allocates in here is filled from host data
 
     def done(returned: bool) -> None:
+        session.uploading -= 1
         if returned and session.allocations_seen == before:
             # Warp wrapped the caller's host memory instead of allocating: still a buffer
             # that exists only for this call.
             session.on_alloc(arr, "wrapped")
 
     return done
+
+
+_SYNCHRONIZE = ("synchronize", "synchronize_device", "synchronize_stream", "synchronize_event")
+
+
+def _host_sync_hook(what: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    """A readback or synchronisation: noted, then done as Warp does it."""
+
+    def hook(*args: Any, **kwargs: Any) -> Any:
+        session = current_session()
+        if session is not None:
+            session.on_host_sync(what)
+        return original(*args, **kwargs)
+
+    hook.__name__ = hook.__qualname__ = getattr(original, "__name__", what)
+    hook.__doc__ = original.__doc__
+    return hook
 
 
 def _make_conditional_hook(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -581,6 +741,20 @@ def _make_conditional_hook(name: str, original: Callable[..., Any]) -> Callable[
     hook.__name__ = hook.__qualname__ = name
     hook.__doc__ = original.__doc__
     return hook
+
+
+def _make_capture_resume_hook(original: Callable[..., Any]) -> Callable[..., Any]:
+    def capture_resume(graph: Any, *args: Any, **kwargs: Any) -> Any:
+        # capture_if / capture_while resume the capture into each body graph: the session
+        # learns the bodies here, Graph branches and bodies without a recorded operation too.
+        result = original(graph, *args, **kwargs)
+        session = current_session()
+        if session is not None:
+            session.on_capture_resume(graph)
+        return result
+
+    capture_resume.__doc__ = original.__doc__
+    return capture_resume
 
 
 def _make_native_hook(name: str, original: Any, on_device: bool) -> Callable[..., Any]:
@@ -610,6 +784,121 @@ _WOVEN_GLOBALS: dict[str, Any] = {
 
 
 # --------------------------------------------------------------------------------------
+# Native helpers' arguments, by role
+# --------------------------------------------------------------------------------------
+
+_TYPE_SIZES = {"int": 4, "uint": 4, "float": 4, "int64": 8, "uint64": 8, "double": 8, None: 4}
+
+
+def _extent(index: int, scale: int = 1, width: int | None = None) -> Callable[[tuple[Any, ...], int], int]:
+    """Bytes a pointer argument covers: argument ``index`` (a count) times ``scale`` elements
+    of the helper's element size (or of argument ``width``, a size in bytes)."""
+    return lambda args, size: max(int(args[index]), 0) * scale * (int(args[width]) if width is not None else size)
+
+
+# helper -> the name of each argument, and for pointers how many bytes they cover. The
+# signatures are Warp's own calls in warp/_src/utils.py and types.py (HashGrid, Mesh, Bvh).
+_POINTER, _DESCRIPTOR, _VALUE = "pointer", "descriptor", "value"
+_NATIVE_ROLES: dict[str, tuple[tuple[str, str, Any], ...]] = {
+    # Radix sort needs keys and values of twice the count: it sorts through the upper half.
+    "radix_sort_pairs": (("keys", _POINTER, _extent(2, 2)), ("values", _POINTER, _extent(2, 2, 5)),
+                         ("count", _VALUE, None), ("begin_bit", _VALUE, None), ("end_bit", _VALUE, None),
+                         ("value_size", _VALUE, None)),
+    "segmented_sort_pairs": (("keys", _POINTER, _extent(2, 2)), ("values", _POINTER, _extent(2, 2)),
+                             ("count", _VALUE, None), ("segment_starts", _POINTER, _extent(5)),
+                             ("segment_ends", _POINTER, _extent(5)), ("segments", _VALUE, None)),
+    "runlength_encode": (("values", _POINTER, _extent(4)), ("run_values", _POINTER, _extent(4)),
+                         ("run_lengths", _POINTER, _extent(4)), ("run_count", _POINTER, lambda a, s: 4),
+                         ("count", _VALUE, None)),
+    "array_scan": (("src", _POINTER, _extent(2, 1, 3)), ("dest", _POINTER, _extent(2, 1, 4)), ("count", _VALUE, None),
+                   ("src_stride", _VALUE, None), ("dest_stride", _VALUE, None), ("type_length", _VALUE, None),
+                   ("inclusive", _VALUE, None)),
+    "array_sum": (("values", _POINTER, _extent(2, 1, 3)), ("out", _POINTER, lambda a, s: int(a[4]) * s),
+                  ("count", _VALUE, None), ("stride", _VALUE, None), ("type_length", _VALUE, None)),
+    "array_inner": (("a", _POINTER, _extent(3, 1, 4)), ("b", _POINTER, _extent(3, 1, 5)),
+                    ("out", _POINTER, lambda a, s: s), ("count", _VALUE, None), ("stride_a", _VALUE, None),
+                    ("stride_b", _VALUE, None), ("type_length", _VALUE, None)),
+    "hash_grid_update": (("grid", _VALUE, None), ("type_id", _VALUE, None), ("radius", _VALUE, None),
+                         ("points", _DESCRIPTOR, None), ("groups", _DESCRIPTOR, None)),
+    "hash_grid_reserve": (("grid", _VALUE, None), ("type_id", _VALUE, None), ("count", _VALUE, None),
+                          ("with_groups", _VALUE, None)),
+    "mesh_refit": (("mesh", _VALUE, None),),
+    "mesh_set_points": (("mesh", _VALUE, None), ("points", _DESCRIPTOR, None)),
+    "mesh_set_velocities": (("mesh", _VALUE, None), ("velocities", _DESCRIPTOR, None)),
+    "bvh_refit": (("bvh", _VALUE, None),),
+    "bvh_rebuild": (("bvh", _VALUE, None), ("constructor", _VALUE, None)),
+}  # fmt: skip
+
+
+def native_args(label: str, args: tuple[Any, ...]) -> dict[str, Any]:
+    """A native helper's arguments by role: buffers as :class:`~graphcheck.params.ArrayRef`
+    (with the bytes the helper may touch), the rest as plain values.
+
+    Args:
+        label: the helper without its ``wp_`` prefix (``"radix_sort_pairs_int_host"``).
+        args: what Warp passed it.
+    """
+    match = _NATIVE_HELPER.match(f"wp_{label}")
+    roles = _NATIVE_ROLES.get(match["stem"]) if match else None
+    if roles is None or len(args) > len(roles):
+        return {f"arg{i}": plain_value(a) for i, a in enumerate(args)}
+    size = _TYPE_SIZES[match["type"]] if match else 4
+    out: dict[str, Any] = {}
+    for (name, role, extent), value in zip(roles, args):
+        if role == _POINTER:
+            ptr = as_address(value)
+            out[name] = ArrayRef(ptr, extent(args, size) if ptr else 0)
+        elif role == _DESCRIPTOR:
+            raw = _descriptor_bytes(value)
+            out[name] = descriptor_ref(raw) if raw is not None else None
+        else:
+            out[name] = plain_value(value)
+    return out
+
+
+def _descriptor_bytes(value: Any) -> bytes | None:
+    obj = getattr(value, "_obj", value)  # ctypes.byref(array_t) or the array_t itself
+    return bytes(obj) if isinstance(obj, _types.array_t) else None
+
+
+def descriptor_ref(raw: bytes) -> ArrayRef:
+    """An ``array_t`` a native helper was handed, as an :class:`~graphcheck.params.ArrayRef`."""
+    value = _types.array_t.from_buffer_copy(raw)
+    ndim = int(value.ndim)
+    shape = tuple(int(s) for s in value.shape[:ndim])
+    strides = tuple(int(s) for s in value.strides[:ndim])
+    elem = abs(strides[-1]) if strides else 1
+    return ArrayRef(int(value.data or 0), span_bytes(shape, strides, elem), shape, strides, int(value.grad or 0))
+
+
+def plain_value(value: Any) -> Any:
+    """A fill value or native argument as a plain, comparable Python value."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, ctypes._SimpleCData):
+        return plain_value(value.value)
+    if isinstance(value, ctypes.Array):
+        return tuple(plain_value(v) for v in value)
+    if isinstance(value, ctypes._Pointer):
+        return bytes(value.contents).hex()
+    obj = getattr(value, "_obj", None)  # ctypes.byref(...)
+    if isinstance(obj, (ctypes.Structure, ctypes.Array, ctypes._SimpleCData)):
+        return bytes(obj).hex()
+    item = getattr(value, "item", None)  # numpy scalars
+    if callable(item) and getattr(value, "shape", None) == ():
+        return plain_value(item())
+    inner = getattr(value, "value", None)  # wp.float32(1.0)...
+    if isinstance(inner, (bool, int, float)):
+        return inner
+    if is_struct_instance(value):
+        return struct_bytes(value).hex()
+    try:
+        return tuple(plain_value(v) for v in value)
+    except TypeError:
+        return repr(value)
+
+
+# --------------------------------------------------------------------------------------
 # Questions about Warp objects
 # --------------------------------------------------------------------------------------
 
@@ -624,12 +913,28 @@ def code_kind(code: types.CodeType) -> int:
     return 0
 
 
-#: Warp functions whose device work initialises or reads back memory they allocate
-#: themselves; work they issue is "internal" (left out of traces by default).
+#: Warp functions whose device work is fully decided by the memory they allocate (the
+#: zeros of wp.zeros, the ones of wp.ones), or that read back to the host: work they issue
+#: is "internal" (left out of traces by default). Work that carries the user's values is
+#: not: the fill of ``wp.full(value)``, the copy of ``wp.clone(src)``, ``contiguous()`` and
+#: ``to()`` are compared like the user's own. ``wp.array(data)``'s upload is internal: the
+#: ``per-call-allocation`` of the buffer it fills is its finding.
 ALLOCATING_FUNCTIONS = frozenset(
     {
-        "zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "empty", "empty_like",
-        "clone", "_alloc_grad", "_init_from_data", "contiguous", "to", "numpy", "list",
+        "zeros", "zeros_like", "ones", "ones_like", "empty", "empty_like", "_alloc_grad", "_init_from_data",
+        "numpy", "list",
+    }
+)  # fmt: skip
+
+
+#: The Warp functions a user calls to make an array: an allocation made under any other
+#: Warp function (``wp.fem.integrate``, ``HashGrid.build``) is Warp's own, for its caches
+#: and scratch.
+USER_ALLOCATORS = frozenset(
+    {
+        "zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "empty", "empty_like", "clone",
+        "array", "from_numpy", "contiguous", "to", "assign", "copy", "_alloc_grad", "grad", "requires_grad",
+        "indexedarray", "reshape", "view", "flatten", "transpose",
     }
 )  # fmt: skip
 
@@ -655,22 +960,55 @@ def struct_fields(value: Any) -> list[str] | None:
     return list(type(value)._cls.vars)  # type: ignore[attr-defined]
 
 
-def is_warp_object(value: Any) -> bool:
-    """Whether ``value`` is one of Warp's own objects (device, stream, kernel, graph...)."""
-    module = type(value).__module__ or ""
-    if module.startswith(("warp.examples", "warp.tests")):
-        return False  # user code that ships with Warp
-    return module == "warp" or module.startswith("warp.")
+def is_warp_handle(value: Any) -> bool:
+    """Whether ``value`` is a Warp handle that holds no producer's buffers (a device,
+    stream, event, kernel, function, module or graph): :func:`graphcheck.buffers_of`
+    never enters one. Warp's containers (optimizers, fem fields, sparse matrices, meshes,
+    hash grids, BVHs, volumes) are entered like any other object."""
+    return isinstance(value, _HANDLE_TYPES)
+
+
+_HANDLE_TYPES = tuple(
+    cls
+    for cls in (getattr(_context, name, None) for name in (
+        "Device", "Stream", "Event", "Kernel", "Function", "Module", "ModuleExec", "ModuleBuilder", "Graph",
+        "Runtime", "KernelHooks",
+    ))
+    if isinstance(cls, type)
+)  # fmt: skip
+
+
+_STRUCTURES = tuple(cls for cls in (getattr(_types, n, None) for n in ("Mesh", "HashGrid", "Bvh", "Volume")) if cls)
+
+
+def structure_handle(value: Any) -> int | None:
+    """The ``id`` a kernel is handed for a Warp mesh, hash grid, BVH or volume, else None."""
+    if isinstance(value, _STRUCTURES):
+        handle = getattr(value, "id", None)
+        return int(handle) if handle else None
+    return None
 
 
 def array_range(arr: Any) -> tuple[int, int] | None:
-    """``(start, end)`` of the memory an array may address, or None for a null array."""
+    """``(start, end)`` of the memory an array may address, or None for a null array.
+
+    A contiguous array spans its capacity; a strided or transposed view the span its
+    strides reach (Warp's ``capacity`` of a transposed view counts only its first row).
+    An indexed array is its data array's range.
+    """
     if isinstance(arr, _types.array):
         ptr = arr.ptr
         if not ptr:
             return None
-        nbytes = arr.capacity or arr.size * _types.type_size_in_bytes(arr.dtype)
-        return int(ptr), int(ptr) + max(int(nbytes), 1)
+        ptr = int(ptr)
+        if arr.is_contiguous:
+            return ptr, ptr + max(int(arr.capacity or arr.size * _types.type_size_in_bytes(arr.dtype)), 1)
+        shape, strides = tuple(arr.shape), tuple(arr.strides)
+        if not shape or 0 in shape:
+            return ptr, ptr + 1
+        low = sum((n - 1) * st for n, st in zip(shape, strides) if st < 0)
+        high = sum((n - 1) * st for n, st in zip(shape, strides) if st > 0)
+        return ptr + low, ptr + high + _types.type_size_in_bytes(arr.dtype)
     data = getattr(arr, "data", None)
     if isinstance(data, _types.array):
         return array_range(data)
@@ -679,7 +1017,7 @@ def array_range(arr: Any) -> tuple[int, int] | None:
 
 def array_span(arr: Any) -> tuple[int, int] | None:
     """``(start, end)`` of a dense array's memory (the fast path of :func:`array_range`)."""
-    if type(arr) is _types.array:
+    if type(arr) is _types.array and arr.is_contiguous:
         ptr = arr.ptr
         if not ptr:
             return None
@@ -688,7 +1026,7 @@ def array_span(arr: Any) -> tuple[int, int] | None:
 
 
 def array_parts(arr: Any) -> list[tuple[str, Any]]:
-    """The arrays an array holds on to: its gradient, an indexed array's base."""
+    """The arrays an array holds on to: its gradient, an indexed array's base and indices."""
     parts = []
     grad = getattr(arr, "_grad", None)
     if grad is not None:
@@ -696,6 +1034,9 @@ def array_parts(arr: Any) -> list[tuple[str, Any]]:
     data = getattr(arr, "data", None)
     if isinstance(data, _types.Array):
         parts.append(("data", data))
+    indices = getattr(arr, "indices", None)
+    if isinstance(indices, (list, tuple)):
+        parts.extend((f"indices[{i}]", idx) for i, idx in enumerate(indices) if isinstance(idx, _types.Array))
     return parts
 
 
@@ -771,7 +1112,7 @@ def stream_is_capturing(handle: int | None) -> bool:
 
 def resolve_block_dim(device: Any, block_dim: Any) -> int:
     """The block size Warp launches with for a requested ``block_dim`` on ``device``."""
-    return int(_context._resolve_launch_block_dim(_runtime().get_device(device), block_dim))
+    return int(_resolve_launch_block_dim(_runtime().get_device(device), block_dim))
 
 
 def struct_bytes(value: Any) -> bytes:
@@ -854,7 +1195,7 @@ def _build_layout(kernel: Any, adjoint: bool) -> tuple[tuple[ParamSpec, ...], tu
     if adjoint:
         for arg in kernel.adj.args:
             arg_type = arg.type
-            if isinstance(arg_type, _types.indexedarray):
+            if array_family(arg_type) is _types.indexedarray:
                 # Warp passes the gradient of an indexed array as a plain array.
                 arg_type = _types.array(dtype=arg_type.dtype, ndim=arg_type.ndim)
             specs.append(_spec(f"adj_{arg.label}", arg_type))
@@ -877,24 +1218,49 @@ def _np_dtype(scalar_type: Any) -> np.dtype | None:
     return np.dtype(dtype) if dtype is not None else None
 
 
+def array_family(arg_type: Any) -> Any:
+    """The array class an argument type stands for, or None when it is no array type.
+
+    Warp resolves ``wp.array[float]`` and ``wp.array2d[wp.vec3]`` annotations to light
+    annotation objects and ``wp.array(dtype=float)`` to array instances; both are the
+    same parameter to a kernel. The family decides the layout: ``array``,
+    ``indexedarray``, ``fabricarray`` or ``indexedfabricarray``.
+    """
+    if not _types.is_array(arg_type):
+        return None
+    family = _concrete_array_type(arg_type)
+    for cls in _ARRAY_FAMILIES:
+        if isinstance(family, type) and issubclass(family, cls):
+            return cls
+    return None
+
+
+def _dense_spec(name: str, arg_type: Any, offset: int) -> ParamSpec:
+    dtype = arg_type.dtype
+    return ParamSpec(
+        name, ParamKind.ARRAY, _types.array_t, ctypes.sizeof(_types.array_t), offset,
+        elem_size=_types.type_size_in_bytes(dtype), dtype=_type_name(dtype),
+    )  # fmt: skip
+
+
 def _spec(name: str, arg_type: Any, offset: int = 0) -> ParamSpec:
+    """How Warp packs one argument (or struct field) of type ``arg_type``: decided by the
+    type Warp resolved, never by how the annotation was spelt."""
     ctype: Any
-    if isinstance(arg_type, _types.array):
-        ctype = _types.array_t
-        return ParamSpec(
-            name, ParamKind.ARRAY, ctype, ctypes.sizeof(ctype), offset,
-            elem_size=_types.type_size_in_bytes(arg_type.dtype), dtype=_type_name(arg_type.dtype),
-        )  # fmt: skip
-    if isinstance(arg_type, _types.indexedarray):
+    family = array_family(arg_type)
+    if family is _types.array:
+        return _dense_spec(name, arg_type, offset)
+    if family is _types.indexedarray:
         ctype = _types.indexedarray_t
-        data = ParamSpec(
-            "data", ParamKind.ARRAY, _types.array_t, ctypes.sizeof(_types.array_t), 0,
-            elem_size=_types.type_size_in_bytes(arg_type.dtype), dtype=_type_name(arg_type.dtype),
-        )  # fmt: skip
+        data = _dense_spec("data", arg_type, 0)
         return ParamSpec(name, ParamKind.INDEXED_ARRAY, ctype, ctypes.sizeof(ctype), offset, children=(data,))
-    if _types.is_array(arg_type):
+    if family is _types.fabricarray or family is _types.indexedfabricarray:
         ctype = type(arg_type.__ctype__())
-        return ParamSpec(name, ParamKind.OPAQUE, ctype, ctypes.sizeof(ctype), offset)
+        kind = ParamKind.FABRIC_ARRAY if family is _types.fabricarray else ParamKind.INDEXED_FABRIC_ARRAY
+        return ParamSpec(name, kind, ctype, ctypes.sizeof(ctype), offset, dtype=_type_name(arg_type.dtype))
+    if family is not None:  # an array family this Warp added after graphcheck was written
+        ctype = type(arg_type.__ctype__())
+        return ParamSpec(name, ParamKind.OPAQUE, ctype, ctypes.sizeof(ctype), offset, dtype=repr(arg_type))
     if isinstance(arg_type, _codegen.Struct):
         ctype = arg_type.ctype
         children = tuple(_spec(field, var.type, getattr(ctype, field).offset) for field, var in arg_type.vars.items())
@@ -902,20 +1268,41 @@ def _spec(name: str, arg_type: Any, offset: int = 0) -> ParamSpec:
     if arg_type in _HALF_TYPES:
         return ParamSpec(name, _HALF_TYPES[arg_type], ctypes.c_uint16, 2, offset)
     if isinstance(arg_type, type) and issubclass(arg_type, ctypes.Array):
+        # Vectors, matrices, quaternions, transforms, spatial vectors: flat scalars.
         scalar = getattr(arg_type, "_wp_scalar_type_", None)
         shape = tuple(getattr(arg_type, "_shape_", (arg_type._length_,)))
         kind = ParamKind.VECTOR
         if scalar in _HALF_TYPES:
-            kind = ParamKind.HALF_VECTOR if _HALF_TYPES[scalar] is ParamKind.HALF else ParamKind.OPAQUE
+            kind = ParamKind.HALF_VECTOR if _HALF_TYPES[scalar] is ParamKind.HALF else ParamKind.BFLOAT16_VECTOR
         return ParamSpec(name, kind, arg_type, ctypes.sizeof(arg_type), offset, dtype=_np_dtype(scalar), shape=shape)
     ctype = getattr(arg_type, "_type_", None)
     if isinstance(ctype, type) and issubclass(ctype, ctypes._SimpleCData):
         kind = ParamKind.BOOL if ctype is ctypes.c_bool else ParamKind.SCALAR
         return ParamSpec(name, kind, ctype, ctypes.sizeof(ctype), offset, dtype=_np_dtype(arg_type))
-    ctype = getattr(arg_type, "ctype", None) or getattr(arg_type, "_ctype_", None)
-    if isinstance(ctype, type) and hasattr(ctype, "_fields_"):
-        return ParamSpec(name, ParamKind.OPAQUE, ctype, ctypes.sizeof(ctype), offset)
-    return ParamSpec(name, ParamKind.OPAQUE, None, 0, offset)
+    ctype = (
+        getattr(arg_type, "_wp_ctype_", None) or getattr(arg_type, "ctype", None) or getattr(arg_type, "_ctype_", None)
+    )
+    if isinstance(ctype, type) and issubclass(ctype, ctypes.Structure) and _plain_fields(ctype):
+        # A handle struct (a texture: its object handle and extents), field by field.
+        children = tuple(
+            ParamSpec(field[0], ParamKind.SCALAR, field[1], ctypes.sizeof(field[1]), getattr(ctype, field[0]).offset)
+            for field in ctype._fields_
+        )
+        return ParamSpec(name, ParamKind.STRUCT, ctype, ctypes.sizeof(ctype), offset, children=children)
+    size = ctypes.sizeof(ctype) if isinstance(ctype, type) and hasattr(ctype, "_fields_") else 0
+    return ParamSpec(name, ParamKind.OPAQUE, ctype if size else None, size, offset, dtype=_type_repr(arg_type))
+
+
+def _plain_fields(ctype: Any) -> bool:
+    return all(isinstance(f, type) and issubclass(f, ctypes._SimpleCData) for _, f in ctype._fields_)
+
+
+def _type_repr(arg_type: Any) -> str:
+    return getattr(arg_type, "__name__", None) or repr(arg_type)
+
+
+_concrete_array_type = getattr(_types, "concrete_array_type", type)
+_ARRAY_FAMILIES = (_types.indexedarray, _types.fabricarray, _types.indexedfabricarray, _types.array)
 
 
 def _type_name(dtype: Any) -> str:
@@ -1026,7 +1413,7 @@ def resolve_overload(kernel: Any, inputs: Any, outputs: Any) -> Any:
     if not getattr(kernel, "is_generic", False):
         return kernel
     try:
-        return kernel._add_normalized_overload(kernel.infer_argument_types([*(inputs or ()), *(outputs or ())]))
+        return _add_overload(kernel, kernel.infer_argument_types([*(inputs or ()), *(outputs or ())]))
     except Exception:  # Warp's own launch raised already or will raise; keep the generic one
         return kernel
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from . import _warp
 
-__all__ = ["Buffer", "BufferSet", "buffers_of"]
+__all__ = ["Buffer", "BufferSet", "arrays_of", "buffers_of"]
 
 
 class Buffer(NamedTuple):
@@ -57,6 +57,7 @@ class BufferSet:
         self._ends: list[int] = []
         self._owners: list[Buffer] = []
         self._dirty = True
+        self._by_start: tuple[list[int], list[Buffer], list[int]] | None = None
 
     @classmethod
     def of(cls, arrays: Iterable[Any], label: str = "") -> BufferSet:
@@ -153,6 +154,39 @@ class BufferSet:
             return self._owners[i]
         return None
 
+    def find(self, start: int, nbytes: int = 1) -> Buffer | None:
+        """The smallest buffer holding all of ``[start, start + nbytes)``, else None.
+
+        An argument can span more than the innermost buffer at its first byte (a view of
+        a base array both registered): then the smallest enclosing buffer answers.
+        """
+        hit = self.buffer_at(start)
+        end = start + max(nbytes, 1)
+        if hit is None or end <= hit.end:
+            return hit if hit is not None and end <= hit.end else None
+        starts, ordered, reach = self._enclosing()
+        best = None
+        i = bisect.bisect_right(starts, start)
+        # reach[j] is the furthest end among the first j+1 buffers by start: once it falls
+        # short of `end`, no buffer further left can hold the range.
+        while i > 0 and reach[i - 1] >= end:
+            i -= 1
+            b = ordered[i]
+            if b.end >= end and (best is None or b.nbytes < best.nbytes):
+                best = b
+        return best
+
+    def _enclosing(self) -> tuple[list[int], list[Buffer], list[int]]:
+        index = self._by_start
+        if index is None or len(index[1]) != len(self._buffers):
+            ordered = sorted(self._buffers, key=lambda b: b.start)
+            reach, furthest = [], 0
+            for b in ordered:
+                furthest = max(furthest, b.end)
+                reach.append(furthest)
+            index = self._by_start = ([b.start for b in ordered], ordered, reach)
+        return index
+
     def __contains__(self, ptr: object) -> bool:
         return isinstance(ptr, int) and self.locate(ptr) is not None
 
@@ -184,10 +218,11 @@ def buffers_of(*objects: Any, root: str | Sequence[str] | None = None, max_depth
     The walk goes through attributes (``__dict__`` and ``__slots__``), dataclass fields,
     ``@wp.struct`` fields, mappings, sequences and sets, the variables a function closes
     over and the object a bound method is bound to, up to ``max_depth`` levels; each
-    array's gradient is collected too (``<path>.grad``). It never enters Warp's own
-    objects other than arrays and structs (devices, streams, kernels, graphs), modules,
-    types, a function's globals, or numpy data, and visits each object once, so cycles
-    are safe.
+    array's gradient and an indexed array's indices are collected too (``<path>.grad``).
+    Warp's own containers (optimizers, fem fields, sparse matrices, meshes, hash grids,
+    BVHs, volumes) are entered; Warp's handles (devices, streams, kernels, modules,
+    graphs), modules, types and a function's globals are not. A numpy array the objects
+    hold counts as an owned host buffer. Each object is visited once, so cycles are safe.
 
     Args:
         objects: the producer and anything else it runs on.
@@ -201,6 +236,22 @@ def buffers_of(*objects: Any, root: str | Sequence[str] | None = None, max_depth
     Raises:
         TypeError: when ``root`` does not give one label per object.
     """
+    return _walk(objects, root, max_depth, None)
+
+
+def arrays_of(*objects: Any, root: str | Sequence[str] | None = None, max_depth: int = 12) -> list[tuple[str, Any]]:
+    """``(path, array)`` of every Warp array :func:`buffers_of` finds, in the order it finds them.
+
+    The same walk and the same labels, with the arrays themselves, to read what they hold.
+    """
+    found: list[tuple[str, Any]] = []
+    _walk(objects, root, max_depth, found)
+    return found
+
+
+def _walk(
+    objects: Sequence[Any], root: str | Sequence[str] | None, max_depth: int, found: list[tuple[str, Any]] | None
+) -> BufferSet:
     if isinstance(root, str):
         roots = [root] if len(objects) == 1 else [f"{root}{i}" for i in range(len(objects))]
     elif root is None:
@@ -215,6 +266,7 @@ def buffers_of(*objects: Any, root: str | Sequence[str] | None = None, max_depth
     is_array = _warp.is_array
     is_struct = _warp.is_struct_instance
     array_span = _warp.array_span
+    structure_handle = _warp.structure_handle
 
     # An explicit stack, not recursion: deep object graphs must not hit the recursion
     # limit. Entries are (object, parent's path, key, how the key joins the path, depth);
@@ -232,8 +284,22 @@ def buffers_of(*objects: Any, root: str | Sequence[str] | None = None, max_depth
             span = array_span(obj)
             if span is not None:
                 buffers.append(Buffer(span[0], span[1], path))
+            if found is not None:
+                found.append((path, obj))
             for name, inner in _warp.array_parts(obj):
                 stack.append((inner, path, name, _ATTR, depth))
+            continue
+        handle = structure_handle(obj)
+        if handle is not None:
+            # A mesh, hash grid, BVH or volume reaches kernels as its id: owned as a one-byte
+            # handle, so a structure rebuilt after capture is a stale handle in the graph.
+            buffers.append(Buffer(handle, handle + 1, f"{path}.id"))
+        if type(obj) is np.ndarray:
+            # Host memory the producer keeps (a staging array): owned like its Warp arrays.
+            seen.add(id(obj))
+            span = _host_span(obj)
+            if span is not None:
+                buffers.append(Buffer(span[0], span[1], path))
             continue
         if depth > max_depth or isinstance(obj, _LEAVES):
             continue
@@ -246,7 +312,7 @@ def buffers_of(*objects: Any, root: str | Sequence[str] | None = None, max_depth
             items, join = list(obj.items()), _KEY
         elif is_struct(obj):
             items, join = [(f, getattr(obj, f, None)) for f in _warp.struct_fields(obj) or ()], _ATTR
-        elif _warp.is_warp_object(obj):
+        elif _warp.is_warp_handle(obj):
             continue
         elif isinstance(obj, types.MethodType):
             items, join = [(None, obj.__self__)], _SAME
@@ -282,6 +348,15 @@ _JOINS: tuple[Callable[[str, Any], str], ...] = (
     lambda parent, key: f"{parent}{{{key}}}",
 )
 _LEAF_TYPES = frozenset({str, bytes, int, float, bool, complex, type(None)})
+
+
+def _host_span(array: np.ndarray) -> tuple[int, int] | None:
+    if not array.size or array.dtype.hasobject:
+        return None
+    start = array.__array_interface__["data"][0]
+    low = sum((n - 1) * st for n, st in zip(array.shape, array.strides) if st < 0)
+    high = sum((n - 1) * st for n, st in zip(array.shape, array.strides) if st > 0)
+    return start + low, start + high + array.itemsize
 
 
 def _attributes(obj: Any) -> list[tuple[str, Any]]:

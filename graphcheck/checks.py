@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from .compare import Difference, compare_traces, value_texts
 from .findings import Finding, make_finding
-from .params import ArrayRef
+from .params import Address, ArrayRef, Opaque
 
 if TYPE_CHECKING:
     from .buffers import BufferSet
-    from .record import Allocation, LaunchRecord, LaunchTrace
+    from .record import Allocation, LaunchRecord, LaunchTrace, Site
 
 __all__ = ["allocations", "drift", "ownership"]
 
@@ -51,8 +51,14 @@ def _where(diff: Difference) -> str:
     return f"{left} in the reference call, {right} captured" + (f" (Δ {delta})" if delta else "")
 
 
-def drift(reference: LaunchTrace, captured: LaunchTrace, buffers: BufferSet | None) -> list[Finding]:
-    """Findings for every way the captured call differs from the reference call."""
+def drift(
+    reference: LaunchTrace, captured: LaunchTrace, buffers: BufferSet | None, *, strict: bool = False
+) -> list[Finding]:
+    """Findings for every way the captured call differs from the reference call.
+
+    Temporaries the two calls made are matched by allocation order, not by address; an
+    argument that points into a buffer :func:`allocations` reports is left to it.
+    """
     diffs = compare_traces(reference, captured, buffers, streams=True)
     # Findings in report order; a group's key holds its place while the group fills up.
     findings: list[Finding | tuple[Any, ...]] = []
@@ -74,7 +80,7 @@ def drift(reference: LaunchTrace, captured: LaunchTrace, buffers: BufferSet | No
         if diff.what == "kernel":
             findings.append(_sequence_finding([diff]))
             continue
-        if diff.is_array and diff.where_b and diff.where_b.startswith("allocated at"):
+        if diff.is_array and _in_reported_allocation(diff, captured, buffers, strict):
             continue  # the per-call allocation is the cause; allocations() reports it
         kind = _kind_of(diff)
         # A changed scalar is one cause per argument; buffers that moved in one operation
@@ -87,6 +93,14 @@ def drift(reference: LaunchTrace, captured: LaunchTrace, buffers: BufferSet | No
         groups[key].append(diff)
     flush_run()
     return [f if isinstance(f, Finding) else _drift_finding(groups[f]) for f in findings]
+
+
+def _in_reported_allocation(diff: Difference, captured: LaunchTrace, owned: BufferSet | None, strict: bool) -> bool:
+    value = diff.value_b
+    if not isinstance(value, ArrayRef) or diff.record_b is None:
+        return False
+    alloc = captured.allocation_at(value.ptr, diff.record_b.seq)
+    return alloc is not None and reported_allocation(alloc, owned, strict)
 
 
 def _adjacent(a: Difference, b: Difference) -> bool:
@@ -165,41 +179,46 @@ def _sequence_finding(run: list[Difference]) -> Finding:
     )
 
 
-def _addresses(record: LaunchRecord) -> Iterator[tuple[str, int, int]]:
-    """``(argument, address, bytes)`` of every array an operation hands to the device."""
-    for name, ref in record.arrays():
-        yield name, ref.start, max(ref.nbytes, 1)
-        if ref.grad:
-            yield f"{name}.grad", ref.grad, max(ref.nbytes, 1)
-
-
-def _native_words(record: LaunchRecord) -> Iterator[tuple[str, int]]:
-    if record.kind == "native":
-        for name, value in record.args.items():
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0xFFFF:
-                yield name, value
-
-
-def _in_owned_host_memory(alloc: Allocation, owned: BufferSet | None) -> bool:
-    # Warp wraps host memory it did not allocate (assign(numpy_array)): fine when the
-    # owners hold that memory.
-    return alloc.how == "wrapped" and owned is not None and owned.locate(alloc.start) is not None
-
-
-def allocations(captured: LaunchTrace, owned: BufferSet | None = None) -> list[Finding]:
-    """One finding per buffer allocated during the captured call that an operation uses."""
-    uses: dict[Allocation, list[tuple[int, LaunchRecord, str]]] = {}
+def _uses(captured: LaunchTrace) -> Iterator[tuple[int, LaunchRecord, Address]]:
+    """``(index, record, address)`` of every address range the captured call hands the device."""
     for index, record in enumerate(captured.records):
-        pointers = [(n, p) for n, p, _ in _addresses(record)] + list(_native_words(record))
-        for name, ptr in pointers:
-            alloc = captured.allocation_at(ptr, record.seq)
-            if alloc is not None and not _in_owned_host_memory(alloc, owned):
-                uses.setdefault(alloc, []).append((index, record, name))
+        for address in record.addresses():
+            yield index, record, address
+
+
+def reported_allocation(alloc: Allocation, owned: BufferSet | None, strict: bool) -> bool:
+    """Whether an allocation made during the call is a ``per-call-allocation``.
+
+    Warp keeps memory allocated during a capture valid on every replay, so a temporary
+    whose content the device produces is fine. Content from host memory that lives only
+    for the call is not, unless the owners hold that memory (a staging array they keep).
+    With ``strict``, every buffer made during the call is reported.
+    """
+    if strict:
+        return True
+    if not alloc.from_host:
+        return False
+    return not (alloc.how == "wrapped" and owned is not None and owned.find(alloc.start) is not None)
+
+
+def allocations(captured: LaunchTrace, owned: BufferSet | None = None, *, strict: bool = False) -> list[Finding]:
+    """One finding per buffer made during the captured call, used by an operation, that a
+    replay cannot rely on (see :func:`reported_allocation`)."""
+    uses: dict[Allocation, list[tuple[int, LaunchRecord, str]]] = {}
+    for index, record, address in _uses(captured):
+        alloc = captured.allocation_at(address.start, record.seq)
+        if alloc is not None and reported_allocation(alloc, owned, strict):
+            uses.setdefault(alloc, []).append((index, record, address.arg))
     findings = []
     for alloc, used in uses.items():
         index, record, name = used[0]
         via = f"wp.{alloc.via}" if alloc.via and alloc.via != "array" else "wp.array"
-        how = f"wraps host memory ({via})" if alloc.how == "wrapped" else f"was allocated by {via}"
+        if alloc.how == "wrapped":
+            how = "wraps host memory that lives only for the call"
+        elif alloc.how == "uploaded":
+            how = "holds host data that a replay does not upload again"
+        else:
+            how = "is a device temporary (strict_ownership: every buffer must be owned)"
         more = f"; used by {len(used) - 1} more operation{'s' if len(used) > 2 else ''}" if len(used) > 1 else ""
         findings.append(
             make_finding(
@@ -210,49 +229,171 @@ def allocations(captured: LaunchTrace, owned: BufferSet | None = None) -> list[F
                 index=index,
                 site=record.site,
                 captured=alloc.label,
-                values=f"{alloc.label} {how} at {alloc.site.short} during the call{more}",
-                detail={"allocated at": str(alloc.site), "address": alloc.start, "bytes": alloc.end - alloc.start},
+                values=f"{alloc.label} made by {via} at {alloc.site.short} during the call {how}{more}",
+                detail={
+                    "allocated at": str(alloc.site),
+                    "address": alloc.start,
+                    "bytes": alloc.nbytes,
+                    "how": alloc.how,
+                },
+                fix=None if alloc.from_host else _OWN_IT,
             )
         )
     return findings
 
 
-def ownership(captured: LaunchTrace, owned: BufferSet) -> list[Finding]:
-    """One finding per argument (at one call site) that points outside the owned buffers."""
+_OWN_IT = "allocate the buffer once, outside the captured call, and keep it on the producer"
+
+
+def graph_owned(captured: LaunchTrace, owned: BufferSet | None = None, *, strict: bool = False) -> str | None:
+    """A note on the device temporaries the captured call made, which the graph owns."""
+    temporaries = [a for a in captured.allocations if not reported_allocation(a, owned, strict) and not a.from_host]
+    if not temporaries:
+        return None
+    count, nbytes = len(temporaries), sum(a.nbytes for a in temporaries)
+    return (
+        f"{count} graph-owned allocation{'s' if count != 1 else ''} made during the call ({_size(nbytes)}): "
+        "device temporaries Warp keeps valid on every replay (strict_ownership=True reports them)"
+    )
+
+
+def _size(nbytes: int) -> str:
+    for unit in ("bytes", "KiB", "MiB"):
+        if nbytes < 1024 or unit == "MiB":
+            return f"{nbytes} {unit}" if unit == "bytes" else f"{nbytes:.1f} {unit}"
+        nbytes /= 1024  # type: ignore[assignment]
+    return f"{nbytes} bytes"
+
+
+def held_by_warp(captured: LaunchTrace, reference: LaunchTrace | None) -> dict[int, Allocation]:
+    """Buffers Warp made for itself during the reference call and kept, that the captured
+    call uses (``wp.fem.integrate``'s quadrature points): start address -> allocation.
+
+    Warp holds them (its own caches), not the owners; a replay finds them where it left
+    them, so they are not ``foreign-buffer``.
+    """
+    held: dict[int, Allocation] = {}
+    if reference is None or not reference.allocations:
+        return held
+    for _, record, address in _uses(captured):
+        if captured.allocation_at(address.start, record.seq) is not None:
+            continue
+        alloc = reference.allocation_at(address.start)
+        if alloc is not None and alloc.by_warp and address.start + address.nbytes <= alloc.end:
+            held[address.start] = alloc
+    return held
+
+
+def ownership(captured: LaunchTrace, owned: BufferSet, held: dict[int, Allocation] | None = None) -> list[Finding]:
+    """One finding per address range outside the owned buffers (and outside every
+    buffer the call made, and every buffer Warp holds for itself: see :func:`held_by_warp`)."""
     # One finding per foreign address: a shared scratch buffer used by three launches
     # is one cause.
-    groups: dict[int, list[tuple[int, LaunchRecord, str]]] = {}
-    for index, record in enumerate(captured.records):
-        for name, ptr, nbytes in _addresses(record):
-            if captured.allocation_at(ptr, record.seq) is not None:
-                continue  # reported by allocations()
-            hit = owned.buffer_at(ptr)
-            if hit is not None and ptr + nbytes <= hit.end:
-                continue
-            groups.setdefault(ptr, []).append((index, record, name))
+    held = held or {}
+    groups: dict[int, list[tuple[int, LaunchRecord, Address]]] = {}
+    for index, record, address in _uses(captured):
+        if captured.allocation_at(address.start, record.seq) is not None:
+            continue  # a temporary of the call: allocations() judges it
+        if address.start in held or owned.find(address.start, address.nbytes) is not None:
+            continue
+        groups.setdefault(address.start, []).append((index, record, address))
     findings = []
     for ptr, used in groups.items():
-        index, record, name = used[0]
+        index, record, address = used[0]
         kernel = record.kernel
         hit = owned.buffer_at(ptr)
         if hit is not None:
-            values = f"{ptr:#x} starts in {hit.label} but runs past its end"
+            values = f"{ptr:#x} (+{address.nbytes} bytes) starts in {hit.label} but runs past its end"
         else:
             values = f"{ptr:#x} is in none of the {len(owned)} owned buffers"
         if len(used) > 1:
             values += f"; and in {len(used) - 1} more operation{'s' if len(used) > 2 else ''}"
-        ref = record.args.get(name.removesuffix(".grad"))
+        ref = record.args.get(address.arg)
         findings.append(
             make_finding(
                 "foreign-buffer",
                 kernel,
                 kernel=kernel,
-                arg=name,
+                arg=address.arg,
                 index=index,
                 site=record.site,
                 captured=ref if isinstance(ref, ArrayRef) else ptr,
                 values=values,
-                detail={"address": ptr},
+                detail={"address": ptr, "bytes": address.nbytes},
             )
         )
     return findings
+
+
+def cuda_rules(captured: LaunchTrace) -> list[Finding]:
+    """On the CPU, what would break the same capture on CUDA: one finding per readback or
+    synchronisation (and call site) inside the captured call.
+
+    A CPU capture defers its operations and runs a readback at once, so the readback sees
+    data the graph has not computed yet; a CUDA capture cannot run one at all.
+    """
+    findings = []
+    for what, site in dict.fromkeys((sync.what, sync.site) for sync in captured.host_syncs):
+        count = sum(1 for sync in captured.host_syncs if (sync.what, sync.site) == (what, site))
+        times = f" ({count} times)" if count > 1 else ""
+        findings.append(
+            make_finding(
+                "capture-error",
+                f"{what} inside the captured call{times}",
+                site=site,
+                captured=what,
+                values=(
+                    "works on the CPU, fails in a CUDA capture (a CUDA stream cannot synchronise or copy to the "
+                    "host while capturing), and on the CPU it reads data the deferred graph has not computed yet"
+                ),
+                detail={"cpu_only": True},
+            )
+        )
+    return findings
+
+
+def undecoded(captured: LaunchTrace) -> list[str]:
+    """Notes naming each argument whose type graphcheck cannot decode (compared by its bytes,
+    so a change is still found, but an address inside it is not checked)."""
+    seen: dict[tuple[str, str], str] = {}
+    for record in captured.records:
+        for name, value in record.args.items():
+            if isinstance(value, Opaque) and (record.kernel, name) not in seen:
+                seen[(record.kernel, name)] = value.type_name
+    return [
+        f"{kernel} argument {name!r} has type {type_name}, which graphcheck cannot decode: it is compared by its "
+        "bytes, and no address inside it is checked"
+        for (kernel, name), type_name in seen.items()
+    ]
+
+
+_MEMPOOL_FIX = (
+    "enable the device's memory pool before capturing (wp.set_mempool_enabled(device, True)), so that memory the "
+    "call allocates becomes graph-owned; or allocate the buffers once, outside the captured call"
+)
+
+
+def capture_failed(error: BaseException, site: Site | None, operations: int) -> Finding:
+    """The ``capture-error`` for a capture Warp could not complete, at the user's line.
+
+    Allocating on a CUDA device whose memory pool is off fails inside a capture: the fix
+    then is the memory pool, not moving a readback.
+    """
+    text = str(error).strip()
+    if "mempool" in text or "memory pool" in text:
+        fix: str | None = _MEMPOOL_FIX
+    elif isinstance(error, NotImplementedError):
+        # Warp cannot capture this operation at all (a CPU capture of a strided copy or
+        # fill): its own message says what it does not support.
+        fix = f"do this operation outside the captured call, or in a way Warp can capture ({text.splitlines()[0]})"
+    else:
+        fix = None
+    return make_finding(
+        "capture-error",
+        f"the capture failed with {type(error).__name__}",
+        index=operations or None,
+        site=site,
+        captured=text,
+        values=text.splitlines()[0] if text else type(error).__name__,
+        fix=fix,
+    )

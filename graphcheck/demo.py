@@ -5,15 +5,18 @@ The planted bugs:
 
 - the wind is driven by a Python frame counter passed to the kernel as a scalar: the
   graph freezes it at its capture-time value;
-- the drag scratch buffer is allocated with ``wp.zeros`` inside ``step``: the graph
-  keeps using memory that belonged to one call.
+- a random gust is drawn on the host with numpy and uploaded with ``wp.array`` inside
+  ``step``: the graph never uploads a new draw (it replays the capture-time gust).
 
 The fixed version keeps the frame counter in a device array advanced by a kernel, and
-allocates the scratch buffer once.
+draws its gusts from a table uploaded once, indexed by that counter. Both allocate their
+drag scratch buffer with ``wp.zeros`` inside ``step``: that is fine, Warp makes memory
+allocated during a capture graph-owned.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import warp as wp
 
 
@@ -34,6 +37,18 @@ def _wind_from_device(v: wp.array(dtype=wp.vec3), frame: wp.array(dtype=int), st
 @wp.kernel
 def _advance_frame(frame: wp.array(dtype=int)):
     frame[0] = frame[0] + 1
+
+
+@wp.kernel
+def _gust(v: wp.array[wp.vec3], gust: wp.array[wp.vec3]):
+    i = wp.tid()
+    v[i] = v[i] + gust[0]
+
+
+@wp.kernel
+def _gust_from_table(v: wp.array[wp.vec3], table: wp.array[wp.vec3], frame: wp.array[int]):
+    i = wp.tid()
+    v[i] = v[i] + table[frame[0] % table.shape[0]]
 
 
 @wp.kernel
@@ -73,17 +88,23 @@ class Particles:
         self.v = wp.zeros(count, dtype=wp.vec3, device=self.device)
         self.frame_on_host = 0
         self.frame = wp.zeros(1, dtype=int, device=self.device)
-        self.scratch = wp.zeros(count, dtype=wp.vec3, device=self.device) if fixed else None
+        self.rng = np.random.default_rng(7)
+        gusts = self.rng.normal(0.0, 0.01, size=(256, 3)).astype(np.float32)
+        self.gusts = wp.array(gusts, dtype=wp.vec3, device=self.device) if fixed else None
 
     def step(self) -> None:
         """Advance one frame."""
         if self.fixed:
             wp.launch(_wind_from_device, dim=self.count, inputs=[self.v, self.frame, 0.1], device=self.device)
+            wp.launch(_gust_from_table, dim=self.count, inputs=[self.v, self.gusts, self.frame], device=self.device)
             wp.launch(_advance_frame, dim=1, inputs=[self.frame], device=self.device)
-            scratch = self.scratch
         else:
             self.frame_on_host += 1
             wp.launch(_wind, dim=self.count, inputs=[self.v, self.frame_on_host, 0.1], device=self.device)
-            scratch = wp.zeros(self.count, dtype=wp.vec3, device=self.device)
+            gust = wp.array(
+                self.rng.normal(0.0, 0.01, size=(1, 3)).astype(np.float32), dtype=wp.vec3, device=self.device
+            )
+            wp.launch(_gust, dim=self.count, inputs=[self.v, gust], device=self.device)
+        scratch = wp.zeros(self.count, dtype=wp.vec3, device=self.device)  # graph-owned: fine
         wp.launch(_drag, dim=self.count, inputs=[self.v, scratch, 0.01], device=self.device)
         wp.launch(_integrate, dim=self.count, inputs=[self.x, self.v, scratch, self.dt], device=self.device)

@@ -20,12 +20,14 @@ import math
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 __all__ = [
+    "Address",
     "ArrayRef",
+    "Opaque",
     "ParamKind",
     "ParamSpec",
     "decode",
@@ -43,6 +45,8 @@ class ParamKind(enum.Enum):
     BOUNDS = "bounds"
     ARRAY = "array"
     INDEXED_ARRAY = "indexedarray"
+    FABRIC_ARRAY = "fabricarray"
+    INDEXED_FABRIC_ARRAY = "indexedfabricarray"
     STRUCT = "struct"
     SCALAR = "scalar"
     BOOL = "bool"
@@ -50,6 +54,7 @@ class ParamKind(enum.Enum):
     BFLOAT16 = "bfloat16"
     VECTOR = "vector"
     HALF_VECTOR = "float16 vector"
+    BFLOAT16_VECTOR = "bfloat16 vector"
     OPAQUE = "opaque"
 
 
@@ -65,7 +70,8 @@ class ParamSpec:
         size: its size in bytes.
         offset: its offset inside the enclosing struct (0 for a parameter).
         elem_size: bytes per element, for arrays.
-        dtype: the element type's name for arrays; the numpy dtype for scalars and vectors.
+        dtype: the element type's name for arrays; the numpy dtype for scalars and vectors;
+            the type's name for an opaque parameter (one graphcheck cannot decode).
         shape: the shape of a vector or matrix.
         children: struct fields (or the ``data`` array of an indexed array).
     """
@@ -112,6 +118,56 @@ class ArrayRef:
         kind = f"{self.dtype}[{shape}]" if self.dtype else f"[{shape}]"
         return f"{kind} @ {self.ptr:#x}" if self.ptr else f"{kind} @ null"
 
+    def addresses(self, name: str) -> Iterator[Address]:
+        """The ranges a kernel handed this array may touch: its data and its gradient
+        (``"<name>.grad"``, laid out like the data)."""
+        if not self.ptr:
+            return
+        start, nbytes = self.start, max(self.nbytes, 1)
+        yield Address(name, start, nbytes)
+        if self.grad:
+            yield Address(f"{name}.grad", self.grad + (start - self.ptr), nbytes)
+
+
+class Address(NamedTuple):
+    """One address range an operation hands the device.
+
+    Attributes:
+        arg: the argument it comes from (``"x"``, ``"x.grad"``, ``"state.q"``,
+            ``"idx.indices[0]"``, ``"keys"``).
+        start: the lowest address the operation may touch.
+        nbytes: how many bytes from there (at least 1).
+    """
+
+    arg: str
+    start: int
+    nbytes: int
+
+    @property
+    def end(self) -> int:
+        """One past the last address."""
+        return self.start + self.nbytes
+
+
+@dataclass(frozen=True)
+class Opaque:
+    """The bytes of an argument whose type graphcheck cannot decode, compared as they are.
+
+    Attributes:
+        raw: the bytes Warp passed.
+        type_name: the argument's type, as Warp names it.
+    """
+
+    raw: bytes
+    type_name: str
+
+    def __str__(self) -> str:
+        text = self.raw.hex()
+        shown = text if len(text) <= 24 else f"{text[:16]}...{text[-8:]}"
+        return f"<{self.type_name}: {len(self.raw)} bytes {shown}>"
+
+    __repr__ = __str__
+
 
 # The array_t layout Warp 1.19 passes (graphcheck._warp.check_warp checks it): data, grad,
 # shape[4], strides[4], ndim, flags. Unpacking it with struct is several times faster
@@ -155,8 +211,7 @@ def _scalar(spec: ParamSpec, raw: bytes) -> Any:
     if spec.kind is ParamKind.HALF:
         return float(np.frombuffer(raw, dtype=np.float16)[0])
     if spec.kind is ParamKind.BFLOAT16:
-        bits = int.from_bytes(raw[:2], "little") << 16
-        return float(np.frombuffer(bits.to_bytes(4, "little"), dtype=np.float32)[0])
+        return float(_bfloat16(np.frombuffer(raw[:2], dtype=np.uint16))[0])
     if spec.kind is ParamKind.BOOL:
         return bool(raw[0])
     fmt = _scalar_format(spec.ctype)
@@ -182,16 +237,52 @@ def _shortest(value: float, size: int) -> float:
     return float(value)
 
 
+def _bfloat16(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
 def _vector(spec: ParamSpec, raw: bytes) -> tuple[Any, ...]:
-    dtype = np.float16 if spec.kind is ParamKind.HALF_VECTOR else spec.dtype
-    if dtype is None:
-        return tuple(spec.ctype.from_buffer_copy(raw))
-    values = np.frombuffer(raw, dtype=dtype)
+    if spec.kind is ParamKind.BFLOAT16_VECTOR:
+        values = _bfloat16(np.frombuffer(raw, dtype=np.uint16))
+    else:
+        dtype = np.float16 if spec.kind is ParamKind.HALF_VECTOR else spec.dtype
+        if dtype is None:
+            return tuple(spec.ctype.from_buffer_copy(raw))
+        values = np.frombuffer(raw, dtype=dtype)
     items = [float(str(v)) if values.dtype.kind == "f" and v == v else v.item() for v in values]
     if len(spec.shape) == 2:
         rows, cols = spec.shape
         return tuple(tuple(items[r * cols : (r + 1) * cols]) for r in range(rows))
     return tuple(items)
+
+
+# An indexed array's index arrays hold int32; a fabric array's bucket descriptors are
+# {index_start, index_end, ptr, lengths}: 32 bytes each.
+_INDEX_SIZE = 4
+_FABRIC_BUCKET_SIZE = 32
+_FABRIC_T = struct.Struct("=QQQ")  # buckets, nbuckets, size
+_INDEXED_FABRIC_T = struct.Struct("=QQQQQ")  # fa (buckets, nbuckets, size), indices, size
+
+
+def _indices(name: str, pointers: Sequence[int], extents: Sequence[int]) -> Iterator[tuple[str, Any]]:
+    for i, (ptr, count) in enumerate(zip(pointers, extents)):
+        if ptr:
+            nbytes = max(int(count), 0) * _INDEX_SIZE
+            yield f"{name}.indices[{i}]", ArrayRef(int(ptr), nbytes, (int(count),), (_INDEX_SIZE,), 0, "int32")
+
+
+def _fabric(spec: ParamSpec, raw: bytes, name: str) -> Iterator[tuple[str, Any]]:
+    dtype = str(spec.dtype or "")
+    if spec.kind is ParamKind.FABRIC_ARRAY:
+        buckets, nbuckets, size = _FABRIC_T.unpack_from(raw)
+        indices = 0
+    else:
+        buckets, nbuckets, _, indices, size = _INDEXED_FABRIC_T.unpack_from(raw)
+    # The data lives in the buckets, which only the device reads; the bucket table is
+    # the address the kernel is handed.
+    yield name, ArrayRef(buckets, nbuckets * _FABRIC_BUCKET_SIZE, (size,), (), 0, dtype)
+    if indices:
+        yield f"{name}.indices", ArrayRef(indices, size * _INDEX_SIZE, (size,), (_INDEX_SIZE,), 0, "int32")
 
 
 def _walk(spec: ParamSpec, raw: bytes, prefix: str) -> Iterator[tuple[str, Any]]:
@@ -201,27 +292,29 @@ def _walk(spec: ParamSpec, raw: bytes, prefix: str) -> Iterator[tuple[str, Any]]
         yield name, _array_ref(spec, raw)
     elif kind is ParamKind.INDEXED_ARRAY:
         data = spec.children[0]
-        yield name, _array_ref(data, raw[: data.size])
+        ref = _array_ref(data, raw[: data.size])
+        yield name, ref
         value = spec.ctype.from_buffer_copy(raw)
-        for i, ptr in enumerate(value.indices):
-            if ptr:
-                yield f"{name}.indices[{i}]", ArrayRef(int(ptr), 0)
+        yield from _indices(name, [int(p or 0) for p in value.indices], list(value.shape)[: len(ref.shape)])
+    elif kind in (ParamKind.FABRIC_ARRAY, ParamKind.INDEXED_FABRIC_ARRAY):
+        yield from _fabric(spec, raw, name)
     elif kind is ParamKind.STRUCT:
         for child in spec.children:
             yield from _walk(child, raw[child.offset : child.offset + child.size], f"{name}.")
-    elif kind in (ParamKind.VECTOR, ParamKind.HALF_VECTOR):
+    elif kind in (ParamKind.VECTOR, ParamKind.HALF_VECTOR, ParamKind.BFLOAT16_VECTOR):
         yield name, _vector(spec, raw)
     elif kind in (ParamKind.SCALAR, ParamKind.BOOL, ParamKind.HALF, ParamKind.BFLOAT16):
         yield name, _scalar(spec, raw)
     else:
-        yield name, raw.hex()
+        yield name, Opaque(raw, str(spec.dtype or "?"))
 
 
 def decode(layout: Sequence[ParamSpec], params: Sequence[bytes]) -> dict[str, Any]:
     """Every argument of a parameter block by name, struct fields flattened.
 
     The launch bounds (the first parameter) are left out: they are the launch's ``dim``.
-    Parameters beyond the layout (Warp's hidden extras) come out as ``param<i>`` hex.
+    Parameters beyond the layout (Warp's hidden extras) come out as ``param<i>``, and an
+    argument of a type graphcheck cannot decode as :class:`Opaque` bytes.
 
     Args:
         layout: the kernel's parameter layout, launch bounds first.
@@ -238,7 +331,7 @@ def decode(layout: Sequence[ParamSpec], params: Sequence[bytes]) -> dict[str, An
             for name, value in _walk(layout[i], raw, ""):
                 out[name] = value
         else:
-            out[f"param{i}"] = raw.hex()
+            out[f"param{i}"] = Opaque(raw, "hidden parameter")
     return out
 
 
@@ -333,16 +426,23 @@ def _field_name(spec: ParamSpec, offset: int, prefix: str) -> str:
 
 
 def canonical(value: Any) -> Any:
-    """A decoded value as a comparable key: NaN (also inside vectors) becomes ``"nan"``."""
-    if isinstance(value, float) and value != value:
-        return "nan"
+    """A decoded value as a comparable key, equal exactly when a kernel sees the same bits.
+
+    NaN (also inside vectors) equals NaN; ``-0.0`` and ``0.0`` differ (a kernel can see
+    the sign, through ``1.0 / x`` or ``copysign``).
+    """
+    if isinstance(value, float):
+        if value != value:
+            return "nan"
+        return (value, math.copysign(1.0, value)) if value == 0.0 else value
     if isinstance(value, tuple):
         return tuple(canonical(v) for v in value)
     return value
 
 
 def values_equal(a: Any, b: Any) -> bool:
-    """Equality of two decoded values, with NaN equal to NaN (also inside vectors)."""
+    """Equality of two decoded values as a kernel sees them: NaN equals NaN, ``-0.0`` is
+    not ``0.0`` (also inside vectors)."""
     if a is b:
         return True
     return bool(canonical(a) == canonical(b))

@@ -27,11 +27,12 @@ from types import CodeType
 from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 from . import _warp
-from .params import ArrayRef, ParamSpec, decode, launch_dim
+from .params import Address, ArrayRef, ParamSpec, decode, launch_dim
 
 if TYPE_CHECKING:
     from .buffers import BufferSet
     from .compare import Difference
+    from .nodes import CaptureSpan
 
 __all__ = [
     "Allocation",
@@ -116,8 +117,9 @@ class LaunchRecord:
             ``wp.capture_while`` (the conditional itself is a record of kind
             ``"conditional"``).
         seq: position in the process-wide order of operations and allocations.
-        node: on CUDA inside a capture, ``(graph handle, node handles)`` the operation
-            added to the graph being captured; else None.
+        capture: on CUDA inside a capture, where the capturing stream stood before and
+            after the operation (a :class:`~graphcheck.nodes.CaptureSpan`: the graph and
+            the nodes around the ones it added); else None.
         cuda: on CUDA, the native launch arguments ``(function, dim_size, max_blocks,
             block_dim, grid_stride, cluster_dim, smem_bytes)``; else None.
     """
@@ -134,13 +136,13 @@ class LaunchRecord:
         "_params",
         "adjoint",
         "block_dim",
+        "capture",
         "cuda",
         "device",
         "internal",
         "kind",
         "max_blocks",
         "nested",
-        "node",
         "replay",
         "seq",
         "stream",
@@ -191,7 +193,7 @@ class LaunchRecord:
         self._layout: tuple[ParamSpec, ...] | None = None
         self._key: tuple[Any, ...] | None = None
         self.nested = False
-        self.node: tuple[int, tuple[int, ...]] | None = None
+        self.capture: CaptureSpan | None = None
 
     # -- what -----------------------------------------------------------------------------
 
@@ -297,13 +299,23 @@ class LaunchRecord:
             if isinstance(value, ArrayRef) and value.ptr:
                 yield name, value
 
+    def addresses(self) -> Iterator[Address]:
+        """Every address range the operation hands the device, one :class:`Address` each.
+
+        Array data and gradients (``"<argument>.grad"``), struct fields
+        (``"<argument>.<field>"``), an indexed array's index arrays, a native helper's
+        buffers by role (``"keys"``, ``"values"``), the buffers behind a spatial structure.
+        This is graphcheck's one answer to "which memory does this operation use": the
+        ownership check, the replay check and :func:`assert_pointers_within` all ask it.
+        """
+        for name, value in self.args.items():
+            if isinstance(value, ArrayRef):
+                yield from value.addresses(name)
+
     def pointers(self) -> Iterator[tuple[str, int]]:
-        """``(name, address)`` of every array address the operation hands to the device,
-        gradients included (named ``"<argument>.grad"``)."""
-        for name, ref in self.arrays():
-            yield name, ref.ptr
-            if ref.grad:
-                yield f"{name}.grad", ref.grad
+        """``(name, start)`` of every address range (see :meth:`addresses`)."""
+        for address in self.addresses():
+            yield address.arg, address.start
 
     @property
     def dest(self) -> ArrayRef | None:
@@ -367,6 +379,12 @@ class LaunchRecord:
 class Allocation:
     """A buffer Warp allocated (or wrapped from host data) while recording.
 
+    Warp makes memory allocated during a capture graph-owned (a CUDA memory pool
+    allocation the graph keeps, a CPU capture's retained buffer): a temporary whose
+    content is produced on the device is valid on every replay. One whose content comes
+    from host memory that lives only for the call is not: the graph re-reads that memory
+    (or keeps the capture-time copy) while an eager call would read new data.
+
     Attributes:
         start: its first address.
         end: one past its last address.
@@ -374,7 +392,9 @@ class Allocation:
         seq: its place in the order of operations (see :attr:`LaunchRecord.seq`).
         site: the user's call site.
         via: the Warp function the user called (``"zeros"``, ``"clone"``, ``"array"``...).
-        how: ``"allocated"``, or ``"wrapped"`` for host memory Warp aliased.
+        how: ``"allocated"`` (content produced on the device: ``wp.zeros``, ``wp.empty``,
+            ``wp.clone``...), ``"uploaded"`` (``wp.array(data)`` copied host data into
+            it) or ``"wrapped"`` (host memory Warp aliased without copying).
         label: what it is: ``"float32[64] on cpu"``.
     """
 
@@ -390,8 +410,42 @@ class Allocation:
     def __contains__(self, ptr: object) -> bool:
         return isinstance(ptr, int) and self.start <= ptr < self.end
 
+    @property
+    def from_host(self) -> bool:
+        """Whether its content comes from host memory (``wp.array(data)``, a wrapped buffer)."""
+        return self.how != "allocated"
+
+    @property
+    def nbytes(self) -> int:
+        """Its size in bytes."""
+        return self.end - self.start
+
+    @property
+    def by_warp(self) -> bool:
+        """Whether Warp made it for itself under a call of the user's (the scratch and caches
+        of ``wp.fem.integrate``, ``HashGrid.build``...) rather than the user asking for an array."""
+        return self.via not in _warp.USER_ALLOCATORS
+
     def __str__(self) -> str:
         return f"{self.label} {self.how} at {self.site.short}" + (f" (wp.{self.via})" if self.via else "")
+
+
+class HostSync(NamedTuple):
+    """A readback to the host (``array.numpy()``, ``print(array)``) or a
+    ``wp.synchronize*()`` call made while recording.
+
+    A CPU capture runs it (and reads data the deferred graph has not computed yet); a
+    CUDA capture cannot: Warp raises, or the capture is invalidated.
+
+    Attributes:
+        what: ``"array.numpy()"``, ``"wp.synchronize()"``...
+        site: the user's call site.
+        seq: its place in the order of operations.
+    """
+
+    what: str
+    site: Site
+    seq: int
 
 
 class LaunchTrace:
@@ -404,6 +458,7 @@ class LaunchTrace:
     Attributes:
         include_warp: whether Warp's internal operations are kept.
         allocations: every :class:`Allocation` made while recording, in order.
+        host_syncs: every readback and synchronisation (:class:`HostSync`), in order.
     """
 
     def __init__(self, *, include_warp: bool = False) -> None:
@@ -413,12 +468,14 @@ class LaunchTrace:
         self._items: list[Any] = []
         self._materialized = 0  # items before this index are all LaunchRecords
         self.allocations: list[Allocation] = []
+        self.host_syncs: list[HostSync] = []
         self._token: Any = None
         # Where recording delivers: the list's own append while the trace records, `ended`
         # (which drops what it is given) before and after. Set in one step, it is the one
         # answer to "is this trace recording?".
         self._append: Any = ended
         self._alloc_index: tuple[list[int], list[Allocation], list[int]] | None = None
+        self._alloc_order: dict[Allocation, tuple[Site, int]] = {}
 
     # -- recording ------------------------------------------------------------------------
 
@@ -430,7 +487,9 @@ class LaunchTrace:
         self._items = []
         self._materialized = 0
         self.allocations = []
+        self.host_syncs = []
         self._alloc_index = None
+        self._alloc_order = {}
         self._token = _session.start(self)
         return self
 
@@ -482,6 +541,7 @@ class LaunchTrace:
         view._items = [r for r in self.records if not r.internal]
         view._materialized = len(view._items)
         view.allocations = self.allocations
+        view.host_syncs = self.host_syncs
         return view
 
     def kernels(self) -> list[str]:
@@ -519,6 +579,26 @@ class LaunchTrace:
             if ptr < alloc.end and (before is None or alloc.seq < before) and (best is None or alloc.seq > best.seq):
                 best = alloc
         return best
+
+    def allocation_order(self, alloc: Allocation) -> tuple[Site, int]:
+        """``(site, k)``: ``alloc`` is the k-th allocation (from 0) of its kind (dtype, shape,
+        device) this trace saw at its site.
+
+        Two calls of the same code make their temporaries in the same order; this is how
+        they are matched, since the allocator may hand out other addresses each time.
+        """
+        order = self._alloc_order
+        if len(order) != len(self.allocations):
+            # Counted per kind of buffer (dtype, shape, device) too: a cache a Warp call
+            # fills on its first call only (a quadrature's points) must not shift the count
+            # of the result buffers the same line makes on every call.
+            counts: dict[tuple[Site, str], int] = {}
+            order.clear()
+            for a in self.allocations:
+                k = counts.get((a.site, a.label), 0)
+                counts[(a.site, a.label)] = k + 1
+                order[a] = (a.site, k)
+        return order[alloc]
 
     # -- comparison -----------------------------------------------------------------------
 
@@ -586,7 +666,9 @@ class LaunchTrace:
     def foreign_pointers(
         self, buffers: BufferSet, *, ignore: Iterable[Any] = ()
     ) -> list[tuple[LaunchRecord, str, int]]:
-        """``(record, argument, address)`` of every address outside ``buffers``.
+        """``(record, argument, address)`` of every address range not wholly inside one of
+        ``buffers`` (see :meth:`LaunchRecord.addresses`: gradients, indices, struct fields
+        and native helpers' buffers included).
 
         Args:
             buffers: the buffers the producer owns.
@@ -597,9 +679,10 @@ class LaunchTrace:
         extra = ignore if isinstance(ignore, BufferSet) else BufferSet.of(ignore)
         out = []
         for record in self.records:
-            for name, ptr in record.pointers():
-                if buffers.locate(ptr) is None and extra.locate(ptr) is None:
-                    out.append((record, name, ptr))
+            for address in record.addresses():
+                start, nbytes = address.start, address.nbytes
+                if buffers.find(start, nbytes) is None and extra.find(start, nbytes) is None:
+                    out.append((record, address.arg, start))
         return out
 
 

@@ -1,7 +1,9 @@
 """Kernels and structs the tests launch.
 
 They live in one module on purpose: Warp compiles a module's kernels together, so the
-whole suite pays for one CPU compile of these.
+whole suite pays for one CPU compile of these. Most are annotated ``wp.array[float]``,
+the style most Warp code uses; a few keep ``wp.array(dtype=float)``: both must decode
+alike.
 """
 
 import warp as wp
@@ -15,19 +17,19 @@ class Params:
 
 
 @wp.kernel
-def scale(a: wp.array(dtype=float), b: wp.array(dtype=float), s: float, n: int):
+def scale(a: wp.array[float], b: wp.array[float], s: float, n: int):
     i = wp.tid()
     a[i] = b[i] * s + float(n)
 
 
 @wp.kernel
-def add_one(a: wp.array(dtype=float)):
+def add_one(a: wp.array[float]):
     i = wp.tid()
     a[i] = a[i] + 1.0
 
 
 @wp.kernel
-def axpy(x: wp.array(dtype=float), y: wp.array(dtype=float), alpha: float):
+def axpy(x: wp.array[float], y: wp.array[float], alpha: float):
     i = wp.tid()
     y[i] = y[i] + alpha * x[i]
 
@@ -66,25 +68,25 @@ def echo(
 
 
 @wp.kernel
-def tiled_sum(a: wp.array2d(dtype=float), out: wp.array(dtype=float)):
+def tiled_sum(a: wp.array2d(dtype=float), out: wp.array[float]):
     i, lane = wp.tid()
     wp.atomic_add(out, i, a[i, lane])
 
 
 @wp.kernel
-def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+def square(x: wp.array[float], y: wp.array[float]):
     i = wp.tid()
     y[i] = x[i] * x[i]
 
 
 @wp.kernel
-def counter_step(state: wp.array(dtype=float), step: int):
+def counter_step(state: wp.array[float], step: int):
     i = wp.tid()
     state[i] = state[i] + float(step)
 
 
 @wp.kernel
-def device_counter(counter: wp.array(dtype=int), state: wp.array(dtype=float)):
+def device_counter(counter: wp.array[int], state: wp.array[float]):
     i = wp.tid()
     state[i] = state[i] + float(counter[0])
     if i == 0:
@@ -92,13 +94,13 @@ def device_counter(counter: wp.array(dtype=int), state: wp.array(dtype=float)):
 
 
 @wp.kernel
-def nan_scale(a: wp.array(dtype=float), s: float):
+def nan_scale(a: wp.array[float], s: float):
     i = wp.tid()
     a[i] = wp.where(wp.isnan(s), a[i], a[i] * s)
 
 
 @wp.kernel
-def copy_kernel(src: wp.array(dtype=float), dst: wp.array(dtype=float)):
+def copy_kernel(src: wp.array[float], dst: wp.array[float]):
     i = wp.tid()
     dst[i] = src[i]
 
@@ -109,7 +111,7 @@ def decrement(residual: wp.array(dtype=float)):
 
 
 @wp.kernel
-def integrate(x: wp.array(dtype=float), v: wp.array(dtype=float), dt: float):
+def integrate(x: wp.array[float], v: wp.array[float], dt: float):
     i = wp.tid()
     x[i] = x[i] + v[i] * dt
 
@@ -127,10 +129,26 @@ def blend(a: wp.array(dtype=float), b: wp.array(dtype=float), out: wp.array(dtyp
 
 
 @wp.kernel
-def bump(count: wp.array(dtype=int)):
+def bump(count: wp.array[int]):
     count[0] = count[0] + 4
 
 
 @wp.kernel
-def decrement_int(counter: wp.array(dtype=int)):
+def decrement_int(counter: wp.array[int]):
     counter[0] = counter[0] - 1
+
+
+@wp.kernel
+def jitter_points(points: wp.array[wp.vec3]):
+    i = wp.tid()
+    points[i] = points[i] + wp.vec3(0.01, 0.0, 0.0)
+
+
+@wp.kernel
+def count_neighbors(grid: wp.uint64, points: wp.array[wp.vec3], counts: wp.array[float]):
+    i = wp.tid()
+    query = wp.hash_grid_query(grid, points[i], 0.25)
+    n = wp.float32(0.0)  # a dynamic variable: the loop adds to it
+    for _ in query:
+        n += 1.0
+    counts[i] = n

@@ -23,9 +23,17 @@ N = 64
 
 class Producer:
     expected: str | None = None
+    #: What strict_ownership=True reports in addition (device temporaries made in the call).
+    expected_strict: str | None = None
+    #: Whether replaying the graph on the CPU visibly differs from stepping eagerly.
+    wrong_replay_on_cpu = True
     expected_replay: str | None = None
     #: What a CUDA capture reports where it differs (a readback breaks a CUDA capture).
     expected_cuda: str | None = None
+
+    #: What a CPU capture reports besides: a readback inside the call is a capture-error
+    #: on the CPU too (it works there, and would fail in a CUDA capture).
+    also_on_cpu: tuple[str, ...] = ()
 
     @classmethod
     def expected_on(cls, device: str) -> str | None:
@@ -33,6 +41,12 @@ class Producer:
         if device.startswith("cuda") and cls.expected_cuda is not None:
             return cls.expected_cuda
         return cls.expected
+
+    @classmethod
+    def kinds_on(cls, device: str) -> set[str]:
+        """Every finding kind expected when ``step`` is captured on ``device``."""
+        kinds = {cls.expected_on(device)} - {None}
+        return kinds | set(cls.also_on_cpu) if device == "cpu" else kinds  # type: ignore[return-value]
 
     def __init__(self, device: str) -> None:
         self.device = device
@@ -126,7 +140,42 @@ class ReplayedCommandParam(Producer):
         self.cmd.launch()
 
 
+class HashGridRadius(Producer):
+    """A hash grid rebuilt every call with a cell size that follows a host value."""
+
+    expected = "scalar-drift"
+    wrong_replay_on_cpu = False  # the grid's cells are not a Warp array the twin compares
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.grid = wp.HashGrid(4, 4, 4, device=device)
+        self.points = wp.array(np.random.default_rng(1).random((N, 3)), dtype=wp.vec3, device=device)
+        self.radius = 0.2
+
+    def step(self):
+        self.radius *= 1.1
+        self.grid.build(self.points, radius=self.radius)
+
+
 # -- buffer-drift ------------------------------------------------------------------------
+
+
+class HashGridPointSwap(Producer):
+    """A hash grid built from whichever of two point buffers is current: swapped each call."""
+
+    expected = "buffer-drift"
+    wrong_replay_on_cpu = False  # the grid's cells are not a Warp array the twin compares
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.grid = wp.HashGrid(4, 4, 4, device=device)
+        rng = np.random.default_rng(2)
+        self.points = wp.array(rng.random((N, 3)), dtype=wp.vec3, device=device)
+        self.previous = wp.array(rng.random((N, 3)), dtype=wp.vec3, device=device)
+
+    def step(self):
+        self.grid.build(self.points, radius=0.25)
+        self.points, self.previous = self.previous, self.points
 
 
 class OddPingPong(Producer):
@@ -139,7 +188,7 @@ class OddPingPong(Producer):
         self.y = wp.zeros(N, dtype=float, device=device)
 
     def step(self):
-        self.launch(K.copy_kernel, [self.x, self.y])
+        self.launch(K.scale, [self.y, self.x, 2.0, 1])
         self.x, self.y = self.y, self.x
 
 
@@ -163,9 +212,10 @@ class RotatingView(Producer):
 
 
 class ZerosPerCall(Producer):
-    """Scratch allocated with wp.zeros inside the captured call."""
+    """Scratch allocated with wp.zeros inside the captured call: graph-owned, so safe
+    (``strict_ownership=True`` reports it)."""
 
-    expected = "per-call-allocation"
+    expected_strict = "per-call-allocation"
 
     def step(self):
         scratch = wp.zeros(N, dtype=float, device=self.device)
@@ -174,9 +224,9 @@ class ZerosPerCall(Producer):
 
 
 class ClonePerCall(Producer):
-    """A snapshot made with wp.clone inside the captured call."""
+    """A snapshot made with wp.clone inside the captured call: graph-owned, so safe."""
 
-    expected = "per-call-allocation"
+    expected_strict = "per-call-allocation"
 
     def step(self):
         previous = wp.clone(self.x)
@@ -185,13 +235,41 @@ class ClonePerCall(Producer):
 
 
 class ArrayFromNumpyPerCall(Producer):
-    """Host data turned into a Warp array inside the captured call."""
+    """Host data turned into a Warp array inside the captured call: a replay never
+    uploads the new data."""
 
     expected = "per-call-allocation"
+    # The replay reads freed host memory, which the allocator may hand to the next call's
+    # upload of the same size: whether the CPU shows the wrong replay depends on it.
+    wrong_replay_on_cpu = False
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.frame = 0
 
     def step(self):
-        forces = wp.array(np.full(N, 0.5, dtype=np.float32), dtype=float, device=self.device)
+        self.frame += 1
+        forces = wp.array(np.full(N, 0.5 * self.frame, dtype=np.float32), dtype=float, device=self.device)
         self.launch(K.axpy, [forces, self.v, 1.0])
+
+
+class CopyFromHostTemporary(Producer):
+    """wp.copy from a host array made in the call (a staging buffer that is not kept)."""
+
+    expected = "per-call-allocation"
+    # The replay reads freed host memory, which the allocator may hand to the next call's
+    # upload of the same size: whether the CPU shows the wrong replay depends on it.
+    wrong_replay_on_cpu = False
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.frame = 0
+
+    def step(self):
+        self.frame += 1
+        staging = wp.array(np.full(N, float(self.frame), dtype=np.float32), dtype=float, device="cpu")
+        wp.copy(self.v, staging)
+        self.launch(K.integrate, [self.x, self.v, 0.1])
 
 
 class AssignFreshNumpy(Producer):
@@ -199,8 +277,13 @@ class AssignFreshNumpy(Producer):
 
     expected = "per-call-allocation"
 
+    def __init__(self, device):
+        super().__init__(device)
+        self.frame = 0
+
     def step(self):
-        self.v.assign(np.linspace(0.0, 1.0, N, dtype=np.float32))
+        self.frame += 1
+        self.v.assign(np.linspace(0.0, float(self.frame), N, dtype=np.float32))
         self.launch(K.integrate, [self.x, self.v, 0.1])
 
 
@@ -212,6 +295,8 @@ class ReadbackLoop(Producer):
 
     expected = "launch-sequence-drift"
     expected_cuda = "capture-error"
+    also_on_cpu = ("capture-error",)
+    wrong_replay_on_cpu = False  # after the first call the loop runs no iteration either way
 
     def __init__(self, device):
         super().__init__(device)
@@ -248,6 +333,7 @@ class KernelToggle(Producer):
 
     def __init__(self, device):
         super().__init__(device)
+        self.v.fill_(2.0)
         self.flip = False
 
     def step(self):
@@ -276,6 +362,7 @@ class DimFromReadback(Producer):
     """The launch dimension read back from a device counter that changes."""
 
     expected = "dim-drift"
+    also_on_cpu = ("capture-error",)
     expected_cuda = "capture-error"
 
     def __init__(self, device):
@@ -326,12 +413,43 @@ class CopyOffset(Producer):
 
     def __init__(self, device):
         super().__init__(device)
+        self.x.fill_(1.0)
         self.history = wp.zeros(8 * N, dtype=float, device=device)
         self.slot = 0
 
     def step(self):
         wp.copy(self.history, self.x, dest_offset=self.slot * N, count=N)
         self.slot = (self.slot + 1) % 8
+
+
+class FullValueDrift(Producer):
+    """A temporary made with wp.full from a host value: the graph fills with the capture-time value."""
+
+    expected = "copy-drift"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.frame = 0
+
+    def step(self):
+        self.frame += 1
+        offset = wp.full(N, float(self.frame), dtype=float, device=self.device)
+        self.launch(K.axpy, [offset, self.x, 1.0])
+
+
+class CloneOfSwapped(Producer):
+    """A snapshot cloned from whichever buffer is current, swapped each call."""
+
+    expected = "buffer-drift"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.y = wp.full(N, 3.0, dtype=float, device=device)
+
+    def step(self):
+        snapshot = wp.clone(self.x)
+        self.launch(K.axpy, [snapshot, self.v, 1.0])
+        self.x, self.y = self.y, self.x
 
 
 # -- capture-error ----------------------------------------------------------------------
@@ -341,6 +459,7 @@ class ReductionReadback(Producer):
     """A reduction read back to the host inside the captured call."""
 
     expected = "capture-error"
+    wrong_replay_on_cpu = False  # there is no graph to replay
 
     def step(self):
         total = wp.utils.array_sum(self.x)
@@ -362,6 +481,7 @@ class ModuleGlobalScratch(Producer):
     """Scratch shared through a module global: two producers side by side collide."""
 
     expected = "foreign-buffer"
+    wrong_replay_on_cpu = False  # one producer alone replays right; two side by side collide
 
     def step(self):
         scratch = _scratch(self.device)
@@ -549,6 +669,34 @@ class ConditionalBranch(Producer):
         wp.capture_if(self.flag, on_true=lambda: self.launch(K.add_one, [self.x]))
 
 
+class HashGridRebuild(Producer):
+    """A hash grid rebuilt every call from owned points, with a fixed cell size."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.grid = wp.HashGrid(4, 4, 4, device=device)
+        self.points = wp.array(np.random.default_rng(3).random((N, 3)), dtype=wp.vec3, device=device)
+
+    def step(self):
+        self.launch(K.jitter_points, [self.points])
+        self.grid.build(self.points, radius=0.25)
+        self.launch(K.count_neighbors, [self.grid.id, self.points, self.x])
+
+
+class CloneKeptByOwner(Producer):
+    """A snapshot cloned every call and kept on the producer: the owner holds the last
+    call's temporary (Newton's XPBD keeps particle_q_init this way)."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.snapshot = wp.clone(self.x)
+
+    def step(self):
+        self.launch(K.integrate, [self.x, self.v, 0.1])
+        self.snapshot = wp.clone(self.x)
+        self.launch(K.blend, [self.snapshot, self.v, self.x])
+
+
 class ContentsChangedInPlace(Producer):
     """Safe to capture, and after it the buffers' contents change in place: still safe."""
 
@@ -566,11 +714,12 @@ UNSAFE = [
     HostRngSeed,
     StructFieldCounter,
     ReplayedCommandParam,
+    HashGridRadius,
     OddPingPong,
+    HashGridPointSwap,
     RotatingView,
-    ZerosPerCall,
-    ClonePerCall,
     ArrayFromNumpyPerCall,
+    CopyFromHostTemporary,
     AssignFreshNumpy,
     ReadbackLoop,
     EveryOtherCall,
@@ -580,11 +729,15 @@ UNSAFE = [
     CopyCount,
     FillValue,
     CopyOffset,
+    FullValueDrift,
+    CloneOfSwapped,
     ReductionReadback,
     ModuleGlobalScratch,
 ]
 STALE = [ReassignedAfterCapture, FreedScratch, ResizedBuffer]
 SAFE = [
+    ZerosPerCall,
+    ClonePerCall,
     DeviceCounter,
     ConstantNaN,
     EvenPingPong,
@@ -596,6 +749,8 @@ SAFE = [
     ConstantStruct,
     ConditionalLoop,
     ConditionalBranch,
+    HashGridRebuild,
+    CloneKeptByOwner,
     ContentsChangedInPlace,
 ]
 ALL = UNSAFE + STALE + SAFE

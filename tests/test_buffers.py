@@ -3,6 +3,7 @@
 import dataclasses
 import random
 
+import numpy as np
 import pytest
 import warp as wp
 
@@ -153,3 +154,46 @@ def test_buffers_of_does_not_enter_warp_objects(cpu):
             self.device = wp.get_device(cpu)
 
     assert len(gc.buffers_of(Holder())) == 0
+
+
+def test_buffers_of_enters_warps_containers(cpu):
+    import warp.optim
+    import warp.sparse
+
+    points = wp.array(np.random.default_rng(0).random((4, 3)), dtype=wp.vec3, device=cpu)
+    indices = wp.array(np.array([0, 1, 2, 1, 2, 3], dtype=np.int32), dtype=int, device=cpu)
+
+    class Holder:
+        def __init__(self):
+            self.mesh = wp.Mesh(points=points, indices=indices)
+            self.params = wp.zeros(8, dtype=float, device=cpu, requires_grad=True)
+            self.adam = warp.optim.Adam([self.params], lr=0.1)
+            self.matrix = warp.sparse.bsr_zeros(4, 4, float, device=cpu)
+
+    labels = gc.buffers_of(Holder(), root="h").labels()
+    assert {"h.mesh._points", "h.mesh.indices", "h.params", "h.params.grad"} <= set(labels)
+    assert any(label.startswith("h.adam.") for label in labels), labels
+    assert any(label.startswith("h.matrix.") for label in labels), labels
+
+
+def test_a_transposed_or_strided_view_registers_the_span_it_addresses(cpu):
+    a = wp.zeros((4, 6), dtype=float, device=cpu)
+    transposed = gc.BufferSet().add(a.transpose(), "t")
+    assert transposed.find(a.ptr, 96).label == "t"
+    every_other = gc.BufferSet().add(a[:, ::2], "v")
+    assert every_other.find(a.ptr, 24 * 3 + 5 * 4).label == "v"
+
+
+def test_an_indexed_arrays_indices_and_a_kept_numpy_array_are_owned(cpu):
+    data = wp.zeros(8, dtype=float, device=cpu)
+    idx = wp.array(np.arange(4, dtype=np.int32), device=cpu)
+
+    class Holder:
+        def __init__(self):
+            self.view = wp.indexedarray(data, [idx])
+            self.staging = np.zeros(16, dtype=np.float32)
+
+    owned = gc.buffers_of(Holder(), root="h")
+    assert owned.find(idx.ptr, 16).label == "h.view.indices[0]"
+    assert owned.find(data.ptr, 32).label == "h.view"
+    assert any(label == "h.staging" for label in owned.labels())

@@ -58,6 +58,7 @@ def test_run_guards_an_unmodified_warp_example():
 
 
 SCRIPT = """
+import numpy as np
 import warp as wp
 
 wp.config.log_level = wp.LOG_WARNING
@@ -95,7 +96,7 @@ def write_script(tmp_path, step, after=""):
 
 def test_run_reports_a_per_call_allocation_and_fails(tmp_path):
     step = textwrap.dedent(
-        """scratch = wp.zeros(8, dtype=float, device="cpu")
+        """scratch = wp.array(np.ones(8, dtype=np.float32), device="cpu")
         wp.launch(add, dim=8, inputs=[scratch, self.v], device="cpu")"""
     )
     result = graphcheck("run", str(write_script(tmp_path, step)))

@@ -4,12 +4,14 @@ import json
 import logging
 import warnings
 
+import numpy as np
 import pytest
 import warp as wp
 
 import graphcheck as gc
 from graphcheck import _warp
 from tests import kernels as K, producers as P
+from tests.releases import CAPTURE_ERROR_ON_READBACK
 
 DEVICE = "cpu"
 
@@ -36,7 +38,7 @@ def test_graph_guard_on_a_safe_block_launches_its_graph():
 
 
 def test_graph_guard_without_a_reference_still_finds_allocations_and_foreign_buffers():
-    sim = P.ZerosPerCall(DEVICE)
+    sim = P.ArrayFromNumpyPerCall(DEVICE)
     with gc.GraphGuard(device=DEVICE, owners=(sim,), on_failure="log") as guard:
         sim.step()
     assert set(guard.report.kinds()) == {"per-call-allocation"}
@@ -71,6 +73,7 @@ def test_an_exception_in_the_reference_call_propagates():
     assert not _warp.capture_in_progress(DEVICE) and not _warp.hooks_installed()
 
 
+@CAPTURE_ERROR_ON_READBACK
 def test_a_capture_error_becomes_a_finding_with_its_site():
     sim = P.ReductionReadback(DEVICE)
     with pytest.raises(gc.GraphCheckError) as error:
@@ -83,6 +86,7 @@ def test_a_capture_error_becomes_a_finding_with_its_site():
     assert not _warp.capture_in_progress(DEVICE)
 
 
+@CAPTURE_ERROR_ON_READBACK
 def test_a_capture_error_with_on_failure_log_gives_no_graph(caplog):
     sim = P.ReductionReadback(DEVICE)
     with caplog.at_level(logging.WARNING, logger="graphcheck"):
@@ -149,8 +153,8 @@ def test_report_text_groups_findings_and_to_dict_is_json_ready():
         def step(self):
             self.frame += 1
             wp.launch(K.counter_step, dim=P.N, inputs=[self.x, self.frame], device=self.device)
-            scratch = wp.zeros(P.N, dtype=float, device=self.device)
-            wp.launch(K.square, dim=P.N, inputs=[self.x, scratch], device=self.device)
+            upload = wp.array(np.full(P.N, self.frame, dtype=np.float32), device=self.device)
+            wp.launch(K.square, dim=P.N, inputs=[upload, self.x], device=self.device)
 
     sim = TwoBugs(DEVICE)
     checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), on_failure="log")
@@ -282,8 +286,8 @@ def test_no_warning_or_log_when_the_site_is_safe(caplog):
 
 def test_allowing_one_of_several_swapped_arguments_allows_the_finding():
     sim = P.OddPingPong(DEVICE)
-    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), allow=[gc.Allow("buffer-drift", arg="dst")])
-    assert checked.ok and checked.report.suppressed[0].arg == "src, dst"
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), allow=[gc.Allow("buffer-drift", arg="b")])
+    assert checked.ok and checked.report.suppressed[0].arg == "a, b"
 
 
 def test_allow_applies_to_replay_checks():
@@ -330,7 +334,7 @@ def test_differences_are_objects():
 
 def test_warps_internal_operations_are_kept_for_the_graph_but_not_checked():
     sim = P.ZerosPerCall(DEVICE)
-    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), on_failure="ignore")
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), on_failure="ignore", strict_ownership=True)
     internal = [r for r in checked._full_trace if r.internal]
     assert [(r.kernel, r.via) for r in internal] == [("array.zero_", "zeros")]
     assert len(checked.trace) == checked.report.operations == 2
@@ -392,3 +396,108 @@ def test_a_validated_site_with_the_same_buffers_records_nothing_but_still_checks
     third = validate()  # the buffers changed since the validation: record the capture again
     assert third.trace is not None and "allocations" in third.report.checks
     del first
+
+
+@pytest.mark.parametrize("sync", ["synchronize", "print", "list"])
+def test_on_the_cpu_what_breaks_a_cuda_capture_is_a_capture_error(sync, capsys):
+    class Syncing(P.Producer):
+        def step(self):
+            self.launch(K.add_one, [self.x])
+            if sync == "synchronize":
+                wp.synchronize()
+            elif sync == "print":
+                print(self.x)
+            else:
+                self.x.list()
+
+    sim = Syncing(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), on_failure="ignore")
+    (finding,) = checked.report.findings
+    assert finding.kind == "capture-error"
+    assert "works on the CPU, fails in a CUDA capture" in finding.message
+    assert finding.site.filename.endswith("test_guard.py")
+
+
+def test_a_capture_that_records_nothing_is_noted():
+    class Idle(P.Producer):
+        def step(self):
+            pass
+
+    sim = Idle(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,))
+    assert any("recorded no operation" in note for note in checked.report.notes)
+
+
+def test_a_replaced_gradient_is_a_stale_pointer():
+    class WithGrad(P.Producer):
+        def __init__(self, device):
+            super().__init__(device)
+            self.x = wp.zeros(P.N, dtype=float, device=device, requires_grad=True)
+
+        def step(self):
+            self.launch(K.add_one, [self.x])
+
+    sim = WithGrad(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,))
+    sim.x.grad = wp.zeros(P.N, dtype=float, device=DEVICE)
+    replay = checked.check_replay(on_failure="ignore")
+    assert {(f.kind, f.arg) for f in replay.findings} == {("stale-pointer", "a.grad")}, str(replay)
+
+
+def test_assert_pointers_within_agrees_with_the_ownership_check():
+    class Overrun(P.Producer):
+        def __init__(self, device):
+            super().__init__(device)
+            self.base = wp.zeros(2 * P.N, dtype=float, device=device)
+            self.head = self.base[: P.N // 2]  # owned: a short view of base...
+
+        def step(self):
+            # ...and a launch that runs past it, into memory no owned buffer holds whole.
+            self.launch(K.add_one, [self.tail])
+
+    sim = Overrun(DEVICE)
+    sim.tail = wp.array(ptr=sim.head.ptr, shape=(4 * P.N,), dtype=float, device=DEVICE)
+    owned = gc.buffers_of(sim.head, sim.base, root=["head", "base"])
+    with gc.trace_launches() as trace:
+        sim.step()
+    with pytest.raises(AssertionError, match="outside the 2 allowed buffers"):
+        gc.assert_pointers_within(trace, owned)
+
+
+def test_an_allocation_without_a_memory_pool_is_a_capture_error_with_the_mempool_fix():
+    from graphcheck import checks
+
+    # Warp's own message when a CUDA device allocates inside a capture with its pool off.
+    error = RuntimeError(
+        "Failed to allocate 256 bytes on device 'cuda:0':  Failed to allocate memory during graph capture because "
+        "memory pools are not enabled on device 'cuda:0'.  Try calling wp.set_mempool_enabled('cuda:0', True) "
+        "before capture begins."
+    )
+    finding = checks.capture_failed(error, None, 2)
+    assert finding.kind == "capture-error" and finding.index == 2
+    assert "wp.set_mempool_enabled(device, True)" in finding.fix
+    assert "memory pools are not enabled" in finding.message
+    other = checks.capture_failed(RuntimeError("Cannot synchronize device while graph capture is active"), None, 0)
+    assert "readbacks" in other.fix
+
+
+def test_a_hash_grid_rebuilt_after_capture_is_a_stale_handle():
+    sim = P.HashGridRebuild(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,))
+    assert checked.check_replay().ok
+    sim.grid = wp.HashGrid(4, 4, 4, device=DEVICE)
+    replay = checked.check_replay(on_failure="ignore")
+    assert {(f.kind, f.arg) for f in replay.findings} == {("stale-pointer", "grid")}, str(replay)
+    assert "owner.grid.id" in replay.findings[0].message
+
+
+def test_an_operation_warp_cannot_capture_is_a_capture_error_with_warps_reason():
+    class StridedFill(P.Producer):
+        def step(self):
+            self.x[::2].fill_(1.0)
+
+    sim = StridedFill(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), on_failure="ignore")
+    (finding,) = checked.report.findings
+    assert finding.kind == "capture-error"
+    assert "readbacks" not in finding.fix and "outside the captured call" in finding.fix

@@ -132,7 +132,7 @@ def test_unsafe_producer_fails(graphcheck):
 
 
 def test_guard_keeps_its_report(graphcheck):
-    producer = P.ZerosPerCall("cpu")
+    producer = P.ArrayFromNumpyPerCall("cpu")
     with pytest.raises(GraphCheckError):
         with graphcheck.guard(reference=producer.step, owners=(producer,)):
             producer.step()
@@ -155,7 +155,7 @@ def test_fixture_passes_a_safe_producer_and_fails_an_unsafe_one(inner: pytest.Py
             # -rP shows the section of a passing test whose validation found something too.
             "*_ test_guard_keeps_its_report _*",
             "*- graphcheck -*",
-            "[[]guard[]] graphcheck: 1 finding in ZerosPerCall.step on cpu*",
+            "[[]guard[]] graphcheck: 1 finding in ArrayFromNumpyPerCall.step on cpu*",
             "*graphcheck: 3 validations in 3 tests, 2 findings (per-call-allocation: 1, scalar-drift: 1)",
             "graphcheck: JSON report written to *graphcheck.json",
         ]
@@ -200,14 +200,14 @@ def test_safe_capture_passes():
 
 @pytest.mark.graphcheck
 def test_per_call_allocation_fails():
-    producer = P.ZerosPerCall("cpu")
+    producer = P.ArrayFromNumpyPerCall("cpu")
     with wp.ScopedCapture(device="cpu"):
         producer.step()
 
 
 @pytest.mark.graphcheck(allow=["per-call-allocation"])
 def test_allowed_kind_passes():
-    producer = P.ZerosPerCall("cpu")
+    producer = P.ArrayFromNumpyPerCall("cpu")
     with wp.ScopedCapture(device="cpu"):
         producer.step()
 
@@ -223,7 +223,7 @@ def test_marker_device_is_the_default_device(graphcheck):
 
 
 def test_unmarked_test_is_not_guarded():
-    producer = P.ZerosPerCall("cpu")
+    producer = P.ArrayFromNumpyPerCall("cpu")
     with wp.ScopedCapture(device="cpu"):
         producer.step()
 

@@ -205,17 +205,18 @@ def test_assign_from_numpy_records_the_copy_and_the_wrapped_host_buffer(cpu):
     assert trace[0].src.ptr in alloc
 
 
-def test_clone_copy_is_internal_and_left_out_by_default(cpu):
+def test_clone_copy_and_full_fill_are_the_users_operations(cpu):
+    # They carry the user's values (the source, the fill value): compared like the user's own.
     a, _ = arrays()
     with gc.trace_launches() as trace:
         c = wp.clone(a)
-    assert len(trace) == 0
-    (alloc,) = trace.allocations
-    assert alloc.via == "clone" and c.ptr in alloc
-    with gc.trace_launches(include_warp=True) as everything:
-        wp.clone(a)
-    (copy,) = everything
-    assert copy.kernel == "wp.copy" and copy.internal and copy.via == "clone"
+        f = wp.full(8, 2.5, dtype=float, device=cpu)
+    copy, fill = trace
+    assert (copy.kernel, copy.via, copy.internal) == ("wp.copy", "clone", False)
+    assert (copy.src.ptr, copy.dest.ptr) == (a.ptr, c.ptr)
+    assert (fill.kernel, fill.via, fill.internal, fill.value) == ("array.fill_", "full", False, 2.5)
+    assert fill.dest.ptr == f.ptr
+    assert [alloc.via for alloc in trace.allocations] == ["clone", "full"]
 
 
 def test_zeros_memset_is_internal(cpu):
@@ -236,7 +237,7 @@ def test_allocations_are_tracked_and_views_are_not(cpu):
         base[4:8]
         base.reshape((4, 8))
     hows = [(a.via, a.how) for a in trace.allocations]
-    assert hows == [("empty", "allocated"), ("full", "allocated"), ("array", "allocated")]
+    assert hows == [("empty", "allocated"), ("full", "allocated"), ("array", "uploaded")]
     for arr, alloc in zip((e, f, n), trace.allocations):
         assert arr.ptr in alloc
         assert alloc.site.function == "test_allocations_are_tracked_and_views_are_not"
@@ -256,16 +257,34 @@ def test_allocation_lookup_resolves_a_reused_address_to_the_live_allocation(cpu)
     assert trace.allocation_at(b.ptr) is None
 
 
-def test_native_helpers_are_recorded_as_opaque_operations(cpu):
+def test_native_helpers_are_recorded_with_their_buffers_by_role(cpu):
     values = wp.array(np.arange(8, dtype=np.int32), dtype=int, device=cpu)
     out = wp.zeros(8, dtype=int, device=cpu)
+    keys = wp.array(np.arange(16, dtype=np.int32)[::-1].copy(), dtype=int, device=cpu)
+    items = wp.zeros(16, dtype=int, device=cpu)
     with gc.trace_launches() as trace:
         wp.utils.array_scan(values, out, inclusive=True)
-    (scan,) = trace
+        wp.utils.radix_sort_pairs(keys, items, 8)
+    scan, sort = trace
     assert scan.kind == "native"
     assert scan.kernel.startswith("array_scan_int_host")
-    assert any(v == values.ptr for v in scan.args.values())
+    assert (scan.args["src"].ptr, scan.args["src"].nbytes) == (values.ptr, 32)
+    assert (scan.args["dest"].ptr, scan.args["inclusive"]) == (out.ptr, True)
+    # Radix sort works through twice the count: both halves are the operation's.
+    assert list(sort.addresses()) == [("keys", keys.ptr, 64), ("values", items.ptr, 64)]
+    assert sort.args["count"] == 8
     np.testing.assert_array_equal(out.numpy(), np.cumsum(np.arange(8)))
+
+
+def test_hash_grid_builds_are_recorded_with_their_points(cpu):
+    grid = wp.HashGrid(4, 4, 4, device=cpu)
+    points = wp.array(np.random.default_rng(0).random((32, 3)), dtype=wp.vec3, device=cpu)
+    with gc.trace_launches() as trace:
+        grid.build(points, radius=0.25)
+    (build,) = trace
+    assert build.kernel == "hash_grid_update_host"
+    assert (build.args["grid"], build.args["radius"]) == (grid.id, 0.25)
+    assert (build.args["points"].ptr, build.args["points"].nbytes) == (points.ptr, 32 * 12)
 
 
 def test_another_threads_work_is_not_recorded(cpu):
@@ -407,15 +426,6 @@ def test_struct_array_fields_are_flattened(cpu):
     assert dict(trace[0].arrays()).keys() == {"out", "p.scratch"}
 
 
-def test_unsupported_warp_fails_clearly(monkeypatch):
-    monkeypatch.setattr(_warp, "_checked", False)
-    monkeypatch.delattr(_warp._context, "invoke_cpu_blocks")
-    with pytest.raises(gc.UnsupportedWarpError, match=r"invoke_cpu_blocks.*tested against warp-lang 1\.19\.0"):
-        with gc.trace_launches():
-            pass
-    assert not _warp.hooks_installed()
-
-
 def test_nan_scalars_compare_equal(cpu):
     a, _ = arrays()
     traces = []
@@ -454,3 +464,21 @@ def test_recorded_adjoint_bytes_equal_warps_own_packing(cpu):
         K.square, 2, [x], [y], device=cpu, adjoint=True, adj_inputs=[x.grad], adj_outputs=[y.grad]
     )
     assert trace[0].param_bytes == expected
+
+
+def test_an_argument_of_a_type_graphcheck_cannot_decode_is_named_in_a_note():
+    from graphcheck import checks
+    from graphcheck.params import Opaque, ParamKind, ParamSpec, decode
+    from graphcheck.record import LaunchRecord
+
+    spec = ParamSpec("blob", ParamKind.OPAQUE, None, 4, dtype="MyNativeType")
+    bounds = ParamSpec("dim", ParamKind.BOUNDS, None, 0)
+    (value,) = decode((bounds, spec), (b"", b"\x01\x02\x03\x04")).values()
+    assert value == Opaque(b"\x01\x02\x03\x04", "MyNativeType")
+    assert "4 bytes 01020304" in str(value)
+    args = {"blob": value}
+    record = LaunchRecord("native", "custom_op", False, None, args, "cpu", 0, 0, None, None, -1, "", False, 1)
+    trace = gc.LaunchTrace()
+    trace._items = [record]
+    (note,) = checks.undecoded(trace)
+    assert "custom_op argument 'blob' has type MyNativeType, which graphcheck cannot decode" in note

@@ -1,0 +1,264 @@
+"""The argument-type matrix: every Warp value type, array kind, rank and annotation
+syntax, alone and as struct fields, judged right.
+
+For each: identical calls give nothing; a changed value gives ``scalar-drift``; a swapped
+buffer ``buffer-drift``; a buffer the owners do not hold ``foreign-buffer``; a buffer
+reallocated after capture ``stale-pointer`` before replay. The kinds are asserted
+exactly: an argument decoded as opaque bytes would give ``scalar-drift`` with hex where
+``buffer-drift`` is right, and would hide foreign and stale buffers altogether.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import warp as wp
+
+import graphcheck as gc
+from tests import matrix_kernels as M
+
+DEVICE = "cpu"
+
+
+def _values(dtype):
+    """Two values of ``dtype`` that differ in their last component."""
+    if not hasattr(dtype, "_wp_scalar_type_"):
+        if dtype is wp.bool:
+            return wp.bool(False), wp.bool(True)
+        return dtype(1), dtype(2)
+    first = [1.0] * dtype._length_
+    second = [*first[:-1], 2.0]
+    if dtype._wp_scalar_type_ in (wp.int32, wp.uint8):
+        first, second = [int(v) for v in first], [int(v) for v in second]
+    return dtype(*first), dtype(*second)
+
+
+class ValueProducer:
+    def __init__(self, values):
+        self.out = wp.zeros(1, dtype=float, device=DEVICE)
+        self.values = values
+        self.calls = 0
+
+    def step(self):
+        value = self.values[min(self.calls, len(self.values) - 1)]
+        self.calls += 1
+        wp.launch(M.value_arg, dim=1, inputs=[self.out, value], device=DEVICE)
+
+
+@pytest.mark.parametrize("name", list(M.VALUE_TYPES))
+def test_a_value_argument_is_decoded_by_its_type(name):
+    first, second = _values(M.VALUE_TYPES[name])
+    same = ValueProducer([first])
+    checked = gc.capture(same.step, device=DEVICE, owners=(same,))
+    assert checked.report.ok, str(checked.report)
+    changed = ValueProducer([first, second])
+    checked = gc.capture(changed.step, device=DEVICE, owners=(changed,), on_failure="ignore")
+    (finding,) = checked.report.findings
+    assert (finding.kind, finding.arg) == ("scalar-drift", "v"), str(checked.report)
+    assert "bytes" not in finding.message, "a value graphcheck can decode is never shown as bytes"
+
+
+def test_minus_zero_and_zero_differ():
+    producer = ValueProducer([wp.float32(0.0), wp.float32(-0.0)])
+    checked = gc.capture(producer.step, device=DEVICE, owners=(producer,), on_failure="ignore")
+    assert set(checked.report.kinds()) == {"scalar-drift"}
+
+
+def test_nan_equals_nan():
+    producer = ValueProducer([wp.float32(float("nan"))])
+    assert gc.capture(producer.step, device=DEVICE, owners=(producer,)).report.ok
+
+
+_FOREIGN: dict[str, object] = {}
+
+
+def _foreign(name, shape, dtype):
+    if name not in _FOREIGN:
+        _FOREIGN[name] = wp.zeros(shape, dtype=dtype, device=DEVICE)
+    return _FOREIGN[name]
+
+
+class ArrayProducer:
+    """Launches one array kernel; ``mode`` says how the second call differs."""
+
+    def __init__(self, name, mode):
+        self.name, self.mode = name, mode
+        self.kernel, shape, dtype, self.indexed = M.ARRAY_KERNELS[name]
+        self.shape, self.dtype = shape, dtype
+        self.a = wp.zeros(shape, dtype=dtype, device=DEVICE)
+        self.b = wp.zeros(shape, dtype=dtype, device=DEVICE)
+        self.out = wp.zeros(1, dtype=float, device=DEVICE)
+        self.idx = wp.array(np.arange(shape[0], dtype=np.int32), device=DEVICE)
+        self.idx2 = wp.array(np.arange(shape[0], dtype=np.int32)[::-1].copy(), device=DEVICE)
+        self.calls = 0
+
+    def argument(self):
+        second = self.calls > 0
+        self.calls += 1
+        data, idx = self.a, self.idx
+        if self.mode == "swap" and second:
+            data = self.b
+        elif self.mode == "foreign":
+            data = _foreign(self.name, self.shape, self.dtype)
+        elif self.mode == "swap-indices" and second:
+            idx = self.idx2
+        elif self.mode == "foreign-indices":
+            idx = _foreign(f"{self.name}.idx", self.shape[:1], wp.int32)
+        if self.indexed:
+            return wp.indexedarray(data, [idx] + [None] * (len(self.shape) - 1))
+        return data
+
+    def step(self):
+        wp.launch(self.kernel, dim=1, inputs=[self.argument(), self.out], device=DEVICE)
+
+
+ARRAYS = list(M.ARRAY_KERNELS)
+
+
+@pytest.mark.parametrize("name", ARRAYS)
+def test_identical_array_calls_give_nothing(name):
+    producer = ArrayProducer(name, "same")
+    checked = gc.capture(producer.step, device=DEVICE, owners=(producer,))
+    assert checked.report.ok, str(checked.report)
+    checked.launch()
+    assert checked.check_replay().ok
+
+
+@pytest.mark.parametrize("name", ARRAYS)
+def test_a_swapped_array_is_buffer_drift(name):
+    producer = ArrayProducer(name, "swap")
+    checked = gc.capture(producer.step, device=DEVICE, owners=(producer,), on_failure="ignore")
+    (finding,) = checked.report.findings
+    assert (finding.kind, finding.arg) == ("buffer-drift", "a"), str(checked.report)
+    assert "owner.a" in finding.message and "owner.b" in finding.message
+
+
+@pytest.mark.parametrize("name", ARRAYS)
+def test_an_unowned_array_is_foreign(name):
+    producer = ArrayProducer(name, "foreign")
+    checked = gc.capture(producer.step, device=DEVICE, owners=(producer,), on_failure="ignore")
+    assert {(f.kind, f.arg) for f in checked.report.findings} == {("foreign-buffer", "a")}, str(checked.report)
+
+
+@pytest.mark.parametrize("name", ARRAYS)
+def test_an_array_reallocated_after_capture_is_a_stale_pointer(name):
+    producer = ArrayProducer(name, "same")
+    checked = gc.capture(producer.step, device=DEVICE, owners=(producer,))
+    producer.a = wp.zeros(producer.shape, dtype=producer.dtype, device=DEVICE)
+    replay = checked.check_replay(on_failure="ignore")
+    assert {(f.kind, f.arg) for f in replay.findings} == {("stale-pointer", "a")}, str(replay)
+
+
+@pytest.mark.parametrize("name", [n for n in ARRAYS if M.ARRAY_KERNELS[n][3]])
+def test_an_indexed_array_s_indices_are_buffers_too(name):
+    swapped = ArrayProducer(name, "swap-indices")
+    checked = gc.capture(swapped.step, device=DEVICE, owners=(swapped,), on_failure="ignore")
+    assert {(f.kind, f.arg) for f in checked.report.findings} == {("buffer-drift", "a.indices[0]")}, str(
+        checked.report
+    )
+    foreign = ArrayProducer(name, "foreign-indices")
+    checked = gc.capture(foreign.step, device=DEVICE, owners=(foreign,), on_failure="ignore")
+    assert {(f.kind, f.arg) for f in checked.report.findings} == {("foreign-buffer", "a.indices[0]")}
+    stale = ArrayProducer(name, "same")
+    checked = gc.capture(stale.step, device=DEVICE, owners=(stale,))
+    stale.idx = wp.array(np.arange(stale.shape[0], dtype=np.int32), device=DEVICE)
+    assert {(f.kind, f.arg) for f in checked.check_replay(on_failure="ignore").findings} == {
+        ("stale-pointer", "a.indices[0]")
+    }
+
+
+# -- struct fields ------------------------------------------------------------------------
+
+FIELD_VALUES = {
+    "f_int8": wp.int8,
+    "f_uint16": wp.uint16,
+    "f_int64": wp.int64,
+    "f_uint64": wp.uint64,
+    "f_float16": wp.float16,
+    "f_float32": wp.float32,
+    "f_float64": wp.float64,
+    "f_bool": wp.bool,
+    "f_vec3": wp.vec3,
+    "f_vec3h": wp.vec3h,
+    "f_mat33": wp.mat33,
+    "f_quat": wp.quat,
+    "f_transform": wp.transform,
+    "f_spatial": wp.spatial_vector,
+}
+ARRAY_FIELDS = {"a_new": ((8,), float), "a_new2d": ((2, 4), wp.vec3), "a_old": ((8,), float),
+                "a_old3d": ((2, 2, 2), wp.vec3), "inner.data": ((8,), float)}  # fmt: skip
+
+
+class StructProducer:
+    def __init__(self, field=None, mode="same"):
+        self.field, self.mode = field, mode
+        self.out = wp.zeros(1, dtype=float, device=DEVICE)
+        self.s = M.AllFields()
+        self.s.inner = M.Inner()
+        self.spare = {}
+        for name, (shape, dtype) in ARRAY_FIELDS.items():
+            self._set(name, wp.zeros(shape, dtype=dtype, device=DEVICE))
+            self.spare[name] = wp.zeros(shape, dtype=dtype, device=DEVICE)
+        self.calls = 0
+
+    def _set(self, name, value):
+        owner, _, attr = name.rpartition(".")
+        setattr(getattr(self.s, owner) if owner else self.s, attr, value)
+
+    def step(self):
+        if self.calls == 1 and self.mode == "change":
+            self._set(self.field, _values(FIELD_VALUES[self.field])[1])
+        elif self.calls == 1 and self.mode == "swap":
+            self._set(self.field, self.spare[self.field])
+        self.calls += 1
+        if self.mode == "foreign":
+            # A buffer the producer does not keep: set for the launch only.
+            shape, dtype = ARRAY_FIELDS[self.field]
+            kept = self._get(self.field)
+            self._set(self.field, _foreign(f"struct.{self.field}", shape, dtype))
+            wp.launch(M.struct_arg, dim=1, inputs=[self.out, self.s], device=DEVICE)
+            self._set(self.field, kept)
+            return
+        wp.launch(M.struct_arg, dim=1, inputs=[self.out, self.s], device=DEVICE)
+
+    def _get(self, name):
+        owner, _, attr = name.rpartition(".")
+        return getattr(getattr(self.s, owner) if owner else self.s, attr)
+
+
+def test_identical_struct_calls_give_nothing():
+    producer = StructProducer()
+    checked = gc.capture(producer.step, device=DEVICE, owners=(producer,))
+    assert checked.report.ok, str(checked.report)
+
+
+@pytest.mark.parametrize("field", list(FIELD_VALUES))
+def test_a_changed_struct_field_is_scalar_drift(field):
+    producer = StructProducer(field, "change")
+    checked = gc.capture(producer.step, device=DEVICE, owners=(producer,), on_failure="ignore")
+    assert {(f.kind, f.arg) for f in checked.report.findings} == {("scalar-drift", f"s.{field}")}, str(
+        checked.report
+    )
+
+
+@pytest.mark.parametrize("field", list(ARRAY_FIELDS))
+def test_a_swapped_struct_array_field_is_buffer_drift(field):
+    producer = StructProducer(field, "swap")
+    checked = gc.capture(producer.step, device=DEVICE, owners=(producer,), on_failure="ignore")
+    assert {(f.kind, f.arg) for f in checked.report.findings} == {("buffer-drift", f"s.{field}")}, str(
+        checked.report
+    )
+
+
+@pytest.mark.parametrize("field", list(ARRAY_FIELDS))
+def test_a_struct_array_field_is_owned_foreign_or_stale(field):
+    producer = StructProducer(field, "foreign")
+    shape, dtype = ARRAY_FIELDS[field]
+    checked = gc.capture(producer.step, device=DEVICE, owners=(producer,), on_failure="ignore")
+    assert {(f.kind, f.arg) for f in checked.report.findings} == {("foreign-buffer", f"s.{field}")}
+    producer = StructProducer()
+    checked = gc.capture(producer.step, device=DEVICE, owners=(producer,))
+    producer._set(field, wp.zeros(shape, dtype=dtype, device=DEVICE))
+    assert {(f.kind, f.arg) for f in checked.check_replay(on_failure="ignore").findings} == {
+        ("stale-pointer", f"s.{field}")
+    }
