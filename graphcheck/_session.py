@@ -129,8 +129,8 @@ class Session:
     """
 
     __slots__ = (
-        "allocations_seen", "conditional_depth", "conditionals", "in_memset", "pending", "thread", "traces",
-        "uploading",
+        "allocations_seen", "bodies", "conditional_depth", "conditionals", "in_memset", "pending", "thread",
+        "traces", "uploading",
     )  # fmt: skip
 
     def __init__(self, traces: tuple[LaunchTrace, ...]) -> None:
@@ -142,6 +142,7 @@ class Session:
         self.uploading = 0  # inside wp.array(data): allocations are filled from host memory
         self.conditional_depth = 0
         self.conditionals: list[LaunchRecord] = []  # the wp.capture_if / capture_while calls in progress
+        self.bodies: list[tuple[int, str, int]] = []  # the conditional bodies running: see _body
 
     def rebind(self) -> Session:
         """This context's session for the calling thread, made and made current now."""
@@ -155,7 +156,7 @@ class Session:
 
     def _emit(self, record: LaunchRecord) -> None:
         if self.conditional_depth:
-            record.nested = True
+            record.nested = self.bodies[-1] if self.bodies else True
         internal = record.internal
         for trace in self.traces:
             if not internal or trace.include_warp:
@@ -426,6 +427,9 @@ class Session:
         self.before_cuda_op(record, handle)
         self.conditional_depth += 1
         self.conditionals.append(record)
+        # Each body the user passed runs under a key (conditional, branch, iteration), so its
+        # operations compare with the same body's in another call.
+        args, kwargs = _with_bodies(self, record.seq, name, args, kwargs)
         try:
             result = original(condition, *args, **kwargs)
         finally:
@@ -456,11 +460,45 @@ class Session:
         code, lasti, via, _ = _caller(sys._getframe(2), "array")
         site = site_of(code, lasti)
         allocation = Allocation(
-            span[0], span[1], str(arr.device), next(_sequence), site, via, how, _warp.array_label(arr)
-        )
+            span[0], span[1], str(arr.device), next(_sequence), site, via, how, _warp.array_label(arr),
+            _warp.dtype_name(arr),
+        )  # fmt: skip
         for trace in self.traces:
             if trace.recording:
                 trace.allocations.append(allocation)
+
+
+# The parameters of wp.capture_if / capture_while that take a body, in order.
+_BODIES = {"capture_if": ("on_true", "on_false"), "capture_while": ("while_body",)}
+
+
+def _with_bodies(
+    session: Session, seq: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``args`` and ``kwargs`` with every body callable wrapped to mark its operations."""
+    positional, kwargs = list(args), dict(kwargs)
+    for i, branch in enumerate(_BODIES.get(name, ())):
+        if i < len(positional):
+            positional[i] = _body(session, seq, branch, positional[i])
+        elif branch in kwargs:
+            kwargs[branch] = _body(session, seq, branch, kwargs[branch])
+    return tuple(positional), kwargs
+
+
+def _body(session: Session, seq: int, branch: str, body: Any) -> Any:
+    # A wp.Graph branch is no callable: its operations were recorded when it was captured.
+    if not callable(body) or _warp.is_warp_handle(body):
+        return body
+    iterations = itertools.count()
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        session.bodies.append((seq, branch, next(iterations)))
+        try:
+            return body(*args, **kwargs)
+        finally:
+            session.bodies.pop()
+
+    return run
 
 
 def make_cpu_invoke_hook(original: Callable[..., Any], blocks: bool) -> Callable[..., Any]:

@@ -630,11 +630,11 @@ class GraphGuard:
         for the graph cross-check); ``user`` the operations the call itself issued."""
         findings: list[Finding] = []
         ran = []
-        notes = []
+        notes: list[str] = []
         validated_before = self._reference_trace is None and self.reference is not None
         strict = self.strict_ownership
         if self._reference_trace is not None:
-            findings += checks.drift(self._reference_trace, user, owned, strict=strict)
+            findings += checks.drift(self._reference_trace, user, owned, strict=strict, notes=notes)
             ran.append("compare")
         elif validated_before:
             notes.append(
@@ -705,8 +705,14 @@ class GraphGuard:
     def _baked(
         self, trace: LaunchTrace, user: LaunchTrace, owned: BufferSet | None, match: GraphMatch | None
     ) -> list[_Baked]:
+        def baked(start: int, nbytes: int, index: int, record: LaunchRecord, arg: str) -> _Baked:
+            # A temporary the capture made is the graph's own (a memory-pool allocation node
+            # on CUDA, retained on the CPU): live however the owners hold it later.
+            graph_owned = user.allocation_at(start, record.seq) is not None
+            return _Baked.at(start, nbytes, None if graph_owned else owned, index, record, arg)
+
         out = [
-            _Baked.at(address.start, address.nbytes, owned, index, record, address.arg)
+            baked(address.start, address.nbytes, index, record, address.arg)
             for index, record in enumerate(user.records)
             for address in record.addresses()
         ]
@@ -715,7 +721,7 @@ class GraphGuard:
             read = match.addresses()
             records = trace.records
             out = [b for b in out if b.index not in read] + [
-                _Baked.at(a.start, a.nbytes, owned, a.operation, records[a.record], a.arg)
+                baked(a.start, a.nbytes, a.operation, records[a.record], a.arg)
                 for addresses in read.values()
                 for a in addresses
             ]

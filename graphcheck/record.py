@@ -113,9 +113,11 @@ class LaunchRecord:
         internal: whether Warp issued it on its own behalf (the copy inside
             ``wp.clone``, the memset inside ``wp.zeros``).
         replay: whether it is the replay of a recorded ``wp.Launch`` command.
-        nested: whether it ran inside the body of a ``wp.capture_if`` or
-            ``wp.capture_while`` (the conditional itself is a record of kind
-            ``"conditional"``).
+        nested: inside the body of a ``wp.capture_if`` or ``wp.capture_while`` (the
+            conditional itself is a record of kind ``"conditional"``): ``(conditional's
+            seq, branch, iteration)``, the branch being ``"on_true"``, ``"on_false"`` or
+            ``"while_body"``; True for work inside the conditional outside a body; else
+            False.
         seq: position in the process-wide order of operations and allocations.
         capture: on CUDA inside a capture, where the capturing stream stood before and
             after the operation (a :class:`~graphcheck.nodes.CaptureSpan`: the graph and
@@ -192,7 +194,7 @@ class LaunchRecord:
         self._dim = dim
         self._layout: tuple[ParamSpec, ...] | None = None
         self._key: tuple[Any, ...] | None = None
-        self.nested = False
+        self.nested: tuple[int, str, int] | bool = False
         self.capture: CaptureSpan | None = None
 
     # -- what -----------------------------------------------------------------------------
@@ -396,6 +398,7 @@ class Allocation:
             ``wp.clone``...), ``"uploaded"`` (``wp.array(data)`` copied host data into
             it) or ``"wrapped"`` (host memory Warp aliased without copying).
         label: what it is: ``"float32[64] on cpu"``.
+        dtype: its element type's name (``"float32"``).
     """
 
     start: int
@@ -406,6 +409,7 @@ class Allocation:
     via: str
     how: str
     label: str
+    dtype: str = ""
 
     def __contains__(self, ptr: object) -> bool:
         return isinstance(ptr, int) and self.start <= ptr < self.end
@@ -581,22 +585,24 @@ class LaunchTrace:
         return best
 
     def allocation_order(self, alloc: Allocation) -> tuple[Site, int]:
-        """``(site, k)``: ``alloc`` is the k-th allocation (from 0) of its kind (dtype, shape,
-        device) this trace saw at its site.
+        """``(site, k)``: ``alloc`` is the k-th allocation (from 0) of its element type and
+        device this trace saw at its site.
 
         Two calls of the same code make their temporaries in the same order; this is how
         they are matched, since the allocator may hand out other addresses each time.
         """
         order = self._alloc_order
         if len(order) != len(self.allocations):
-            # Counted per kind of buffer (dtype, shape, device) too: a cache a Warp call
-            # fills on its first call only (a quadrature's points) must not shift the count
-            # of the result buffers the same line makes on every call.
-            counts: dict[tuple[Site, str], int] = {}
+            # Counted per element type and device too: a cache a Warp call fills on its
+            # first call only (a quadrature's points) must not shift the count of the
+            # result buffers the same line makes on every call. Not per size: scratch
+            # sized by a host count is the same temporary in every call.
+            counts: dict[tuple[Site, str, str], int] = {}
             order.clear()
             for a in self.allocations:
-                k = counts.get((a.site, a.label), 0)
-                counts[(a.site, a.label)] = k + 1
+                key = (a.site, a.dtype, a.device)
+                k = counts.get(key, 0)
+                counts[key] = k + 1
                 order[a] = (a.site, k)
         return order[alloc]
 
