@@ -1,11 +1,12 @@
 """Guard every capture a program makes, without changing the program.
 
 :class:`AutoGuard` replaces ``wp.ScopedCapture``, ``wp.capture_begin`` / ``wp.capture_end``
-and ``wp.capture_launch`` while it is active. Each capture then runs as a :class:`~graphcheck.GraphGuard` without a reference
-call: per-call allocations, foreign buffers and (on CUDA) the graph cross-check are
-checked when the capture ends, and every ``wp.capture_launch`` of a guarded graph checks
-for stale pointers first. The owners of a capture are taken from where it was opened:
-the ``self`` of the method that opened it, or else that frame's variables.
+and ``wp.capture_launch`` while it is active. Each capture then runs as a
+:class:`~graphcheck.GraphGuard` without a reference call: per-call allocations, foreign
+buffers and (on CUDA) the graph cross-check are checked when the capture ends, and every
+``wp.capture_launch`` of a guarded graph checks for stale pointers first. The owners of a
+capture are taken from where it was opened: the ``self`` of the method that opened it, or
+else that frame's variables.
 
 With ``reference_call=True`` a capture block made only of calls (``sim.step()``) runs
 once eagerly before it is captured, as the reference call, so drift is found too; the
