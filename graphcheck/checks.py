@@ -11,13 +11,13 @@ reported as a per-call allocation is not reported again as drift or as foreign.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from . import _warp
 from .compare import Difference, compare_traces, value_texts
 from .findings import Finding, make_finding
-from .params import Address, ArrayRef, Opaque
+from .params import Address, ArrayRef, Opaque, ParamKind, ParamSpec
 
 if TYPE_CHECKING:
     from .buffers import BufferSet
@@ -395,17 +395,39 @@ def cuda_rules(captured: LaunchTrace) -> list[Finding]:
 
 def undecoded(captured: LaunchTrace) -> list[str]:
     """Notes naming each argument whose type graphcheck cannot decode (compared by its bytes,
-    so a change is still found, but an address inside it is not checked)."""
+    so a change is still found, but an address inside it is not checked).
+
+    Read from each kernel's parameter layout, once per kernel: decoding every launch's
+    arguments only to look for such a type would cost more than the checks themselves.
+    """
     seen: dict[tuple[str, str], str] = {}
+    layouts: set[int] = set()
     for record in captured.records:
-        for name, value in record.args.items():
-            if isinstance(value, Opaque) and (record.kernel, name) not in seen:
-                seen[(record.kernel, name)] = value.type_name
+        if record.kind == "launch":
+            layout = record.layout
+            if id(layout) in layouts and len(record.param_bytes) <= len(layout):
+                continue
+            layouts.add(id(layout))
+            extra = len(record.param_bytes) - len(layout)
+            found = [(f"{prefix}{spec.name}", str(spec.dtype or "?")) for prefix, spec in _opaque(layout)]
+            found += [(f"param{len(layout) + i}", "hidden parameter") for i in range(max(extra, 0))]
+        else:
+            found = [(name, value.type_name) for name, value in record.args.items() if isinstance(value, Opaque)]
+        for name, type_name in found:
+            seen.setdefault((record.kernel, name), type_name)
     return [
         f"{kernel} argument {name!r} has type {type_name}, which graphcheck cannot decode: it is compared by its "
         "bytes, and no address inside it is checked"
         for (kernel, name), type_name in seen.items()
     ]
+
+
+def _opaque(specs: Iterable[ParamSpec], prefix: str = "") -> Iterator[tuple[str, ParamSpec]]:
+    for spec in specs:
+        if spec.kind is ParamKind.OPAQUE:
+            yield prefix, spec
+        elif spec.kind is ParamKind.STRUCT:
+            yield from _opaque(spec.children, f"{prefix}{spec.name}.")
 
 
 _MEMPOOL_FIX = (

@@ -292,11 +292,11 @@ class LaunchRecord:
         scalars are numbers; vectors and matrices are tuples; struct fields are
         flattened as ``"<argument>.<field>"``. A copy has ``dest``, ``src``,
         ``dest_offset``, ``src_offset`` and ``count``; a memset ``dest`` and ``value``;
-        a native helper ``arg0``, ``arg1``, ... (its raw argument words).
+        a native helper its arguments by role (``keys``, ``count``...).
         """
         args = self._args
         if args is None:
-            args = self._args = decode(self.layout, self.param_bytes) if self._params is not None else {}
+            args = self._args = _decoded(self.layout, self.param_bytes) if self._params is not None else {}
         return args
 
     def arrays(self) -> Iterator[tuple[str, ArrayRef]]:
@@ -738,6 +738,25 @@ def hold_param_sizes(kernel: Any, adjoint: bool, sizes: tuple[int, ...]) -> None
         slices.append((offset, offset + size))
         offset += size
     _param_slices[(hold(kernel), adjoint)] = tuple(slices)
+
+
+# (id of a layout, parameter bytes) -> (the layout, its decoded arguments). A step launches
+# the same kernel with the same arguments many times (every substep, every iteration):
+# decoding once serves them all. Bounded: cleared when it grows past _DECODED_MAX.
+_decoded_args: dict[tuple[int, tuple[bytes, ...]], tuple[tuple[ParamSpec, ...], dict[str, Any]]] = {}
+_DECODED_MAX = 4096
+
+
+def _decoded(layout: tuple[ParamSpec, ...], params: tuple[bytes, ...]) -> dict[str, Any]:
+    key = (id(layout), params)
+    entry = _decoded_args.get(key)
+    if entry is not None and entry[0] is layout:
+        return entry[1]
+    args = decode(layout, params)
+    if len(_decoded_args) >= _DECODED_MAX:
+        _decoded_args.clear()
+    _decoded_args[key] = (layout, args)
+    return args
 
 
 def _from_raw(raw: tuple[Any, ...]) -> LaunchRecord:
