@@ -259,7 +259,13 @@ def _compare(
             for field, pa, pb in (("", va.ptr, vb.ptr), (".grad", va.grad, vb.grad)):
                 loc_a, text_a = _where(trace_a, ra, pa, buffers)
                 loc_b, text_b = _where(trace_b, rb, pb, buffers)
-                if loc_a != loc_b or (not field and (va.shape, va.strides) != (vb.shape, vb.strides)):
+                # A kernel is handed the whole descriptor, shape and strides included; a copy
+                # or memset only its count, compared on its own (copy-drift).
+                reshaped = not field and ra.kind == "launch" and (va.shape, va.strides) != (vb.shape, vb.strides)
+                if loc_a == loc_b and reshaped:
+                    text_a = f"{text_a or hex(pa)} shape {va.shape}"
+                    text_b = f"{text_b or hex(pb)} shape {vb.shape}"
+                if loc_a != loc_b or reshaped:
                     shown_a = va if not field else ArrayRef(pa, 0)
                     shown_b = vb if not field else ArrayRef(pb, 0)
                     out.append(Difference("arg", i, j, ra, rb, name + field, shown_a, shown_b, text_a, text_b))
@@ -310,7 +316,7 @@ def compare_traces(
 
     The bodies of ``wp.capture_if`` / ``wp.capture_while`` compare body by body: a capture
     records each body once, an eager call runs it as often as the data says, so the
-    captured body compares with the same body's first run in the other call. A body that
+    captured body compares with every run of the same body in the other call. A body that
     did not run there cannot be compared: ``notes`` (when given) says so.
 
     Args:
@@ -396,15 +402,17 @@ class _Comparison:
                     self.bodies(ra, rb)
 
     def bodies(self, ra: LaunchRecord, rb: LaunchRecord) -> None:
-        """Compare each body the second call's conditional recorded with its first run in the first's."""
+        """Compare each body the second call's conditional recorded with every run of that
+        body in the first call: a graph holds one body, which must do what each eager
+        iteration did."""
         if self._bodies is None:
             self._bodies = (_body_index(self.a), _body_index(self.b))
         in_a, in_b = self._bodies
         for (seq, branch, iteration), index_b in in_b.items():
             if seq != rb.seq or iteration:
                 continue
-            index_a = in_a.get((ra.seq, branch, 0))
-            if index_a is None:
+            runs = [index for (s, b, _), index in in_a.items() if s == ra.seq and b == branch]
+            if not runs:
                 if self.notes is not None:
                     count = len(index_b)
                     self.notes.append(
@@ -412,7 +420,8 @@ class _Comparison:
                         f"{count} operation{'s' if count != 1 else ''} could not be compared"
                     )
                 continue
-            self.runs(index_a, index_b)
+            for index_a in runs:
+                self.runs(index_a, index_b)
 
 
 def _body_index(trace: LaunchTrace) -> dict[Any, list[int]]:

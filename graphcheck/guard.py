@@ -638,8 +638,10 @@ class GraphGuard:
         validated_before = self._reference_trace is None and self.reference is not None
         strict = self.strict_ownership
         if self._reference_trace is not None:
-            findings += checks.drift(self._reference_trace, user, owned, strict=strict, notes=notes)
+            uncompared: list[str] = []  # conditional bodies the reference call did not run
+            findings += checks.drift(self._reference_trace, user, owned, strict=strict, notes=uncompared)
             ran.append("compare")
+            skipped += [("compare", why) for why in uncompared]
         elif validated_before:
             why = "validated before in this process (revalidate=True runs it again)"
             skipped += [("compare", why), ("ownership", why)]

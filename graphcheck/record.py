@@ -589,25 +589,34 @@ class LaunchTrace:
         return best
 
     def allocation_order(self, alloc: Allocation) -> tuple[Site, int]:
-        """``(site, k)``: ``alloc`` is the k-th allocation (from 0) of its element type and
-        device this trace saw at its site.
+        """``(site, k)``: ``alloc`` is the k-th temporary (from 0) of its element type and
+        device, made at its site, in the order the trace's operations first use them.
 
-        Two calls of the same code make their temporaries in the same order; this is how
+        Two calls of the same code use their temporaries in the same order; this is how
         they are matched, since the allocator may hand out other addresses each time.
+        Counting by first use, an allocation no operation uses (an extra scratch array
+        made on some calls only) shifts nothing; counting per element type, neither does a
+        cache a Warp call fills on its first call only (a quadrature's points). Not per
+        size: scratch sized by a host count is the same temporary in every call.
         """
         order = self._alloc_order
-        if len(order) != len(self.allocations):
-            # Counted per element type and device too: a cache a Warp call fills on its
-            # first call only (a quadrature's points) must not shift the count of the
-            # result buffers the same line makes on every call. Not per size: scratch
-            # sized by a host count is the same temporary in every call.
+        if alloc not in order:
             counts: dict[tuple[Site, str, str], int] = {}
             order.clear()
-            for a in self.allocations:
-                key = (a.site, a.dtype, a.device)
-                k = counts.get(key, 0)
-                counts[key] = k + 1
-                order[a] = (a.site, k)
+
+            def number(a: Allocation) -> None:
+                if a not in order:
+                    key = (a.site, a.dtype, a.device)
+                    order[a] = (a.site, counts.get(key, 0))
+                    counts[key] = order[a][1] + 1
+
+            for record in self.records:
+                for address in record.addresses():
+                    used = self.allocation_at(address.start, record.seq)
+                    if used is not None:
+                        number(used)
+            for a in self.allocations:  # the ones no operation uses, after the others
+                number(a)
         return order[alloc]
 
     # -- comparison -----------------------------------------------------------------------
