@@ -460,3 +460,27 @@ def capture_failed(error: BaseException, site: Site | None, operations: int) -> 
         values=text.splitlines()[0] if text else type(error).__name__,
         fix=fix,
     )
+
+
+def cpu_overloads(captured: LaunchTrace) -> list[str]:
+    """On the CPU, notes on generic kernels launched with two overloads in one capture.
+
+    Warp's CPU graphs register a kernel's code by its key and module (``apic.cpp`` in Warp
+    1.19), which the overloads of a generic kernel share: a replay may run one overload's
+    code for both. Every launch, address and scalar matches, so no structural check can
+    call it a finding; ``gc.verify_replay`` shows it by values (a ``replay-divergence``).
+    """
+    overloads: dict[tuple[str, int], dict[int, LaunchRecord]] = {}
+    for record in captured.records:
+        kernel = record.kernel_object
+        if record.kind == "launch" and kernel is not None:
+            key = (str(getattr(kernel, "key", "")), id(getattr(kernel, "module", None)))
+            overloads.setdefault(key, {}).setdefault(id(kernel), record)
+    return [
+        f"{len(launched)} overloads of {record.kernel} are launched in this CPU capture (first at "
+        f"{record.site.short}): Warp's CPU graphs keep one overload's code per kernel and may replay it for every "
+        "overload; gc.verify_replay(make) checks the results by values"
+        for launched in overloads.values()
+        if len(launched) > 1
+        for record in list(launched.values())[:1]
+    ]

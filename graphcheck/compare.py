@@ -327,6 +327,8 @@ def compare_traces(
         streams: whether streams count.
         notes: where to say what could not be compared.
     """
+    a.keep(_reused_by(a, b))
+    b.keep(_reused_by(b, a))
     # Warp's internal operations (in a trace made with include_warp=True) follow from the
     # user's and are left out.
     index_a = [i for i, r in enumerate(a.records) if not (r.nested or r.internal)]
@@ -422,6 +424,21 @@ class _Comparison:
                 continue
             for index_a in runs:
                 self.runs(index_a, index_b)
+
+
+def _reused_by(trace: LaunchTrace, other: LaunchTrace) -> set[Any]:
+    """The allocations ``trace`` made whose memory ``other``'s operations use without
+    having made it: persistent buffers (a cache filled on a first call), not temporaries."""
+    if not trace.allocations:
+        return set()
+    reused = set()
+    for record in other.records:
+        for address in record.addresses():
+            if other.allocation_at(address.start, record.seq) is None:
+                alloc = trace.allocation_at(address.start)
+                if alloc is not None:
+                    reused.add(alloc)
+    return reused
 
 
 def _body_index(trace: LaunchTrace) -> dict[Any, list[int]]:

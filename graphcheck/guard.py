@@ -656,6 +656,7 @@ class GraphGuard:
         notes += checks.undecoded(user)
         if self.device.startswith("cpu"):
             findings += checks.cuda_rules(user) + checks.cpu_dropped(user)
+            notes += checks.cpu_overloads(user)
         if not len(user):
             notes.append("the capture recorded no operation: the graph does nothing when replayed")
         if owned is not None and not validated_before:

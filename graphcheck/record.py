@@ -484,6 +484,8 @@ class LaunchTrace:
         self._append: Any = ended
         self._alloc_index: tuple[list[int], list[Allocation], list[int]] | None = None
         self._alloc_order: dict[Allocation, tuple[Site, int]] = {}
+        # Allocations another call used too (a cache filled on a first call): not numbered.
+        self._kept: frozenset[Allocation] = frozenset()
 
     # -- recording ------------------------------------------------------------------------
 
@@ -588,6 +590,14 @@ class LaunchTrace:
                 best = alloc
         return best
 
+    def keep(self, kept: Iterable[Allocation]) -> None:
+        """Number temporaries without ``kept``: allocations made here that another call uses
+        too (a cache a Warp call fills on its first call), which are no temporaries."""
+        kept = frozenset(kept)
+        if kept != self._kept:
+            self._kept = kept
+            self._alloc_order = {}
+
     def allocation_order(self, alloc: Allocation) -> tuple[Site, int]:
         """``(site, k)``: ``alloc`` is the k-th temporary (from 0) of its element type and
         device, made at its site, in the order the trace's operations first use them.
@@ -605,7 +615,9 @@ class LaunchTrace:
             order.clear()
 
             def number(a: Allocation) -> None:
-                if a not in order:
+                if a in self._kept:  # made here and used again by the other call: no temporary
+                    order[a] = (a.site, -1)
+                elif a not in order:
                     key = (a.site, a.dtype, a.device)
                     order[a] = (a.site, counts.get(key, 0))
                     counts[key] = order[a][1] + 1

@@ -54,9 +54,10 @@ def test_overloads_are_a_replay_divergence_the_structure_cannot_see():
     assert finding.site is not None and finding.site.function == "Overloads.step"
     assert "producer.a after step 2" in finding.message
     assert set(report.checks) >= {"compare", "ownership", "replay", "values"}
-    # The capture's own checks find nothing: only the values show it.
+    # The capture's own checks find nothing: only the values show it. A note points at them.
     checked = gc.capture(P.Overloads(DEVICE).step, device=DEVICE)
     assert checked.ok
+    assert any("2 overloads of" in note and "gc.verify_replay" in note for note in checked.report.notes)
 
 
 def test_cast_in_both_directions_diverges():
