@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import nox
 
 nox.needs_version = ">=2024.3"
@@ -14,6 +17,23 @@ nox.options.reuse_existing_virtualenvs = True
 def tests(session: nox.Session) -> None:
     """Run the test suite on the CPU (real Warp kernels and real CPU graph captures)."""
     session.install("-e", ".[test]")
+    session.run("python", "-m", "pytest", *session.posargs)
+
+
+def _tested_warp_versions() -> list[str]:
+    """graphcheck._warp.TESTED_WARP_VERSIONS, read from the source (importing it imports Warp)."""
+    source = Path(__file__).parent.joinpath("graphcheck", "_warp.py").read_text()
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["TESTED_WARP_VERSIONS"]:
+            return list(ast.literal_eval(node.value))
+    raise RuntimeError("graphcheck/_warp.py assigns no TESTED_WARP_VERSIONS")
+
+
+@nox.session
+@nox.parametrize("warp", [nox.param(version, id=version) for version in _tested_warp_versions()])
+def warp(session: nox.Session, warp: str) -> None:
+    """Run the test suite against this Warp release (``nox -s warp``: every supported one)."""
+    session.install("-e", ".[test]", f"warp-lang=={warp}")
     session.run("python", "-m", "pytest", *session.posargs)
 
 
@@ -56,11 +76,12 @@ def clients(session: nox.Session) -> None:
 
 @nox.session
 def gpu(session: nox.Session) -> None:
-    """Run tests_gpu/ and the GPU benchmark on a CUDA machine (skips without CUDA)."""
+    """Run the driver probe, tests_gpu/ and the GPU benchmark on a CUDA machine (skips without CUDA)."""
     session.install("-e", ".[test]")
     probe = "import warp as wp; wp.config.log_level = wp.LOG_WARNING; print(int(wp.is_cuda_available()))"
     available = session.run("python", "-c", probe, silent=True)
     if not available or available.strip().splitlines()[-1] != "1":
         session.skip("no CUDA device visible to Warp: tests_gpu/ needs one")
+    session.run("python", "tests_gpu/probe.py")  # what the driver answers, printed; fails on a mismatch
     session.run("python", "-m", "pytest", "tests_gpu", "-v", *session.posargs)
     session.run("python", "-m", "benchmarks.run", "graph")

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from .autoguard import AutoGuard as AutoGuard
     from .buffers import Buffer as Buffer, BufferSet as BufferSet, buffers_of as buffers_of
     from .compare import Difference as Difference
+    from .conformance import check_producer as check_producer
     from .findings import (
         KINDS as KINDS,
         Allow as Allow,
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
         assert_same_topology as assert_same_topology,
         trace_launches as trace_launches,
     )
+    from .values import verify_replay as verify_replay
 
 # public name -> the module that defines it
 _EXPORTS = {
@@ -69,6 +71,7 @@ _EXPORTS = {
     "BufferSet": "buffers",
     "buffers_of": "buffers",
     "Difference": "compare",
+    "check_producer": "conformance",
     "KINDS": "findings",
     "Allow": "findings",
     "Finding": "findings",
@@ -87,6 +90,7 @@ _EXPORTS = {
     "assert_pointers_within": "record",
     "assert_same_topology": "record",
     "trace_launches": "record",
+    "verify_replay": "values",
 }
 
 __all__ = [
@@ -114,8 +118,10 @@ __all__ = [
     "assert_same_topology",
     "buffers_of",
     "capture",
+    "check_producer",
     "checking_enabled",
     "trace_launches",
+    "verify_replay",
 ]
 
 

@@ -20,6 +20,7 @@ from types import CodeType
 from typing import Any
 
 from . import _warp
+from .nodes import CaptureSpan
 from .params import ArrayRef
 from .record import Allocation, CapturedParams, HostSync, LaunchRecord, LaunchTrace, site_of
 
@@ -107,7 +108,10 @@ def _array_ref(arr: Any) -> ArrayRef:
 class Session:
     """What one context is recording: its active traces and the call in progress."""
 
-    __slots__ = ("allocations_seen", "appends", "conditional_depth", "in_memset", "pending", "traces", "uploading")
+    __slots__ = (
+        "allocations_seen", "appends", "conditional_depth", "conditionals", "in_memset", "pending", "traces",
+        "uploading",
+    )  # fmt: skip
 
     def __init__(self, traces: tuple[LaunchTrace, ...]) -> None:
         self.traces = traces
@@ -118,6 +122,7 @@ class Session:
         self.allocations_seen = 0
         self.uploading = 0  # inside wp.array(data): allocations are filled from host memory
         self.conditional_depth = 0
+        self.conditionals: list[LaunchRecord] = []  # the wp.capture_if / capture_while calls in progress
 
     # -- delivery -------------------------------------------------------------------------
 
@@ -196,9 +201,11 @@ class Session:
         handle = _warp.stream_handle(stream)
         cuda = (_warp.as_address(func), int(dim_size), int(max_blocks), int(block_dim), int(grid_stride),
                 int(cluster_dim), int(smem_bytes))  # fmt: skip
-        return self._record_launch(
+        record = self._record_launch(
             kernel, params, adjoint, _warp.device_of_stream(handle), int(block_dim), handle, cuda, int(max_blocks)
         )
+        self.before_cuda_op(record, handle)
+        return record
 
     def _pending_kernel(self) -> tuple[Any, bool]:
         """``(kernel, adjoint)`` of the ``wp.launch`` or ``wp.Launch`` call in progress."""
@@ -262,6 +269,7 @@ class Session:
     ) -> Any:
         """Deliver ``record``, then let Warp do the operation; a failed one is not recorded."""
         self._emit(record)
+        self.before_cuda_op(record, stream)
         try:
             result = call(*args, **kwargs)
         except BaseException:
@@ -270,15 +278,42 @@ class Session:
         self.after_cuda_op(record, stream)
         return result
 
-    def after_cuda_op(self, record: LaunchRecord, stream: int | None) -> None:
-        """After a CUDA operation was enqueued: which graph node(s) did it add?"""
+    def before_cuda_op(self, record: LaunchRecord, stream: int | None) -> None:
+        """Before a CUDA operation is enqueued: where does the capture stand?"""
         if stream and _warp.stream_is_capturing(stream):
             from . import _cuda
 
             try:
-                record.node = _cuda.capture_tail(stream)
+                state = _cuda.capture_state(stream)
             except _cuda.GraphInspectError:
-                pass  # the cross-check will say the graph could not be read; never break the capture
+                return  # the cross-check will say the operation was not matched; never break the capture
+            if state is not None:
+                record.capture = CaptureSpan(state[0], state[1], state[1])  # nothing added yet
+
+    def after_cuda_op(self, record: LaunchRecord, stream: int | None) -> None:
+        """After a CUDA operation was enqueued: the nodes it added lie between where the
+        capture stood before it and where it stands now (see :class:`CaptureSpan`)."""
+        span = record.capture
+        if span is None or not stream:
+            return
+        from . import _cuda
+
+        try:
+            state = _cuda.capture_state(stream)
+        except _cuda.GraphInspectError:
+            state = None
+        # Unknown, or in another graph than it started in: no place in the capture.
+        record.capture = span._replace(after=state[1]) if state is not None and state[0] == span.graph else None
+
+    def on_capture_resume(self, graph: Any) -> None:
+        """Warp resumed a capture into ``graph``: inside ``wp.capture_if`` /
+        ``capture_while``, a conditional body (or the parent graph again)."""
+        if not self.conditionals:
+            return
+        record = self.conditionals[-1]
+        span, handle = record.capture, _warp.graph_handle(graph)
+        if span is not None and handle and handle != span.graph and handle not in span.bodies:
+            record.capture = span._replace(bodies=(*span.bodies, handle))
 
     # -- copies, memsets, native helpers --------------------------------------------------
 
@@ -349,11 +384,16 @@ class Session:
             False, None, (),
         )  # fmt: skip
         self._emit(record)
+        self.before_cuda_op(record, handle)
         self.conditional_depth += 1
+        self.conditionals.append(record)
         try:
-            return original(condition, *args, **kwargs)
+            result = original(condition, *args, **kwargs)
         finally:
             self.conditional_depth -= 1
+            self.conditionals.pop()
+        self.after_cuda_op(record, handle)
+        return result
 
     def on_host_sync(self, what: str) -> None:
         """A readback (``array.numpy()``) or ``wp.synchronize*()``: a CUDA capture cannot run one."""

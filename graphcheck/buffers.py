@@ -21,7 +21,7 @@ import numpy as np
 
 from . import _warp
 
-__all__ = ["Buffer", "BufferSet", "buffers_of"]
+__all__ = ["Buffer", "BufferSet", "arrays_of", "buffers_of"]
 
 
 class Buffer(NamedTuple):
@@ -236,6 +236,22 @@ def buffers_of(*objects: Any, root: str | Sequence[str] | None = None, max_depth
     Raises:
         TypeError: when ``root`` does not give one label per object.
     """
+    return _walk(objects, root, max_depth, None)
+
+
+def arrays_of(*objects: Any, root: str | Sequence[str] | None = None, max_depth: int = 12) -> list[tuple[str, Any]]:
+    """``(path, array)`` of every Warp array :func:`buffers_of` finds, in the order it finds them.
+
+    The same walk and the same labels, with the arrays themselves, to read what they hold.
+    """
+    found: list[tuple[str, Any]] = []
+    _walk(objects, root, max_depth, found)
+    return found
+
+
+def _walk(
+    objects: Sequence[Any], root: str | Sequence[str] | None, max_depth: int, found: list[tuple[str, Any]] | None
+) -> BufferSet:
     if isinstance(root, str):
         roots = [root] if len(objects) == 1 else [f"{root}{i}" for i in range(len(objects))]
     elif root is None:
@@ -250,6 +266,7 @@ def buffers_of(*objects: Any, root: str | Sequence[str] | None = None, max_depth
     is_array = _warp.is_array
     is_struct = _warp.is_struct_instance
     array_span = _warp.array_span
+    structure_handle = _warp.structure_handle
 
     # An explicit stack, not recursion: deep object graphs must not hit the recursion
     # limit. Entries are (object, parent's path, key, how the key joins the path, depth);
@@ -267,9 +284,16 @@ def buffers_of(*objects: Any, root: str | Sequence[str] | None = None, max_depth
             span = array_span(obj)
             if span is not None:
                 buffers.append(Buffer(span[0], span[1], path))
+            if found is not None:
+                found.append((path, obj))
             for name, inner in _warp.array_parts(obj):
                 stack.append((inner, path, name, _ATTR, depth))
             continue
+        handle = structure_handle(obj)
+        if handle is not None:
+            # A mesh, hash grid, BVH or volume reaches kernels as its id: owned as a one-byte
+            # handle, so a structure rebuilt after capture is a stale handle in the graph.
+            buffers.append(Buffer(handle, handle + 1, f"{path}.id"))
         if type(obj) is np.ndarray:
             # Host memory the producer keeps (a staging array): owned like its Warp arrays.
             seen.add(id(obj))

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from .compare import Difference, compare_traces, value_texts
 from .findings import Finding, make_finding
-from .params import Address, ArrayRef
+from .params import Address, ArrayRef, Opaque
 
 if TYPE_CHECKING:
     from .buffers import BufferSet
-    from .record import Allocation, LaunchRecord, LaunchTrace
+    from .record import Allocation, LaunchRecord, LaunchTrace, Site
 
 __all__ = ["allocations", "drift", "ownership"]
 
@@ -235,10 +235,14 @@ def allocations(captured: LaunchTrace, owned: BufferSet | None = None, *, strict
                     "address": alloc.start,
                     "bytes": alloc.nbytes,
                     "how": alloc.how,
-                },  # fmt: skip
+                },
+                fix=None if alloc.from_host else _OWN_IT,
             )
         )
     return findings
+
+
+_OWN_IT = "allocate the buffer once, outside the captured call, and keep it on the producer"
 
 
 def graph_owned(captured: LaunchTrace, owned: BufferSet | None = None, *, strict: bool = False) -> str | None:
@@ -261,16 +265,36 @@ def _size(nbytes: int) -> str:
     return f"{nbytes} bytes"
 
 
-def ownership(captured: LaunchTrace, owned: BufferSet) -> list[Finding]:
+def held_by_warp(captured: LaunchTrace, reference: LaunchTrace | None) -> dict[int, Allocation]:
+    """Buffers Warp made for itself during the reference call and kept, that the captured
+    call uses (``wp.fem.integrate``'s quadrature points): start address -> allocation.
+
+    Warp holds them (its own caches), not the owners; a replay finds them where it left
+    them, so they are not ``foreign-buffer``.
+    """
+    held: dict[int, Allocation] = {}
+    if reference is None or not reference.allocations:
+        return held
+    for _, record, address in _uses(captured):
+        if captured.allocation_at(address.start, record.seq) is not None:
+            continue
+        alloc = reference.allocation_at(address.start)
+        if alloc is not None and alloc.by_warp and address.start + address.nbytes <= alloc.end:
+            held[address.start] = alloc
+    return held
+
+
+def ownership(captured: LaunchTrace, owned: BufferSet, held: dict[int, Allocation] | None = None) -> list[Finding]:
     """One finding per address range outside the owned buffers (and outside every
-    buffer the call made)."""
+    buffer the call made, and every buffer Warp holds for itself: see :func:`held_by_warp`)."""
     # One finding per foreign address: a shared scratch buffer used by three launches
     # is one cause.
+    held = held or {}
     groups: dict[int, list[tuple[int, LaunchRecord, Address]]] = {}
     for index, record, address in _uses(captured):
         if captured.allocation_at(address.start, record.seq) is not None:
             continue  # a temporary of the call: allocations() judges it
-        if owned.find(address.start, address.nbytes) is not None:
+        if address.start in held or owned.find(address.start, address.nbytes) is not None:
             continue
         groups.setdefault(address.start, []).append((index, record, address))
     findings = []
@@ -326,3 +350,43 @@ def cuda_rules(captured: LaunchTrace) -> list[Finding]:
             )
         )
     return findings
+
+
+def undecoded(captured: LaunchTrace) -> list[str]:
+    """Notes naming each argument whose type graphcheck cannot decode (compared by its bytes,
+    so a change is still found, but an address inside it is not checked)."""
+    seen: dict[tuple[str, str], str] = {}
+    for record in captured.records:
+        for name, value in record.args.items():
+            if isinstance(value, Opaque) and (record.kernel, name) not in seen:
+                seen[(record.kernel, name)] = value.type_name
+    return [
+        f"{kernel} argument {name!r} has type {type_name}, which graphcheck cannot decode: it is compared by its "
+        "bytes, and no address inside it is checked"
+        for (kernel, name), type_name in seen.items()
+    ]
+
+
+_MEMPOOL_FIX = (
+    "enable the device's memory pool before capturing (wp.set_mempool_enabled(device, True)), so that memory the "
+    "call allocates becomes graph-owned; or allocate the buffers once, outside the captured call"
+)
+
+
+def capture_failed(error: BaseException, site: Site | None, operations: int) -> Finding:
+    """The ``capture-error`` for a capture Warp could not complete, at the user's line.
+
+    Allocating on a CUDA device whose memory pool is off fails inside a capture: the fix
+    then is the memory pool, not moving a readback.
+    """
+    text = str(error).strip()
+    mempool = "mempool" in text or "memory pool" in text
+    return make_finding(
+        "capture-error",
+        f"the capture failed with {type(error).__name__}",
+        index=operations or None,
+        site=site,
+        captured=text,
+        values=text.splitlines()[0] if text else type(error).__name__,
+        fix=_MEMPOOL_FIX if mempool else None,
+    )

@@ -88,13 +88,34 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("target", metavar="MODULE:FACTORY", help="e.g. mysim.envs:make_env")
     check.add_argument("--method", default="step", help="the method to capture (default: step)")
     check.add_argument("--replays", type=int, default=1, help="replays after validation (default 1)")
+    by_values = check.add_mutually_exclusive_group()
+    by_values.add_argument(
+        "--values",
+        action="store_true",
+        help="replay the graph beside an eagerly stepped twin and compare every buffer (gc.verify_replay)",
+    )
+    by_values.add_argument(
+        "--conformance",
+        action="store_true",
+        help="run the producer conformance kit: calls, shared buffers, capture, values (gc.check_producer)",
+    )
+    check.add_argument("--steps", type=int, default=4, help="steps (calls) for --values and --conformance (default 4)")
     return parser
 
 
 def _version() -> str:
+    """The version line: graphcheck's, and the Warp and cuda-python it runs with (read, not imported)."""
+    from importlib.metadata import PackageNotFoundError, version
+
     from ._version import __version__
 
-    return __version__
+    def installed(distribution: str) -> str:
+        try:
+            return version(distribution)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return f"{__version__} (warp-lang {installed('warp-lang')}, cuda-python {installed('cuda-python')})"
 
 
 def _quiet_warp() -> Any:
@@ -181,6 +202,8 @@ def _check(args: argparse.Namespace) -> int:
     if not callable(factory):
         print(f"graphcheck check: {module_name} has no callable {factory_name!r}", file=sys.stderr)
         return 2
+    if args.values or args.conformance:
+        return _check_by_values(factory, args)
     progress = _Progress()
     progress(f"building {args.target}")
     producer = _call_factory(factory, args.device)
@@ -205,6 +228,31 @@ def _check(args: argparse.Namespace) -> int:
             sys.stdout.write(render(replay, _use_colour(sys.stdout, args.colour)) + "\n")
             return 1
     return 0 if checked.ok else 1
+
+
+def _check_by_values(factory: Any, args: argparse.Namespace) -> int:
+    """``check --values`` (gc.verify_replay) and ``check --conformance`` (gc.check_producer)."""
+    import graphcheck as gc
+
+    from .findings import Report, allowances
+
+    flag = "--values" if args.values else "--conformance"
+    if args.dot:
+        print(f"graphcheck check: --dot draws one capture; it does not apply to {flag}", file=sys.stderr)
+        return 2
+    options = {"device": args.device, "method": args.method, "on_failure": "ignore"}
+    if args.values:
+        _Progress()("replaying beside an eagerly stepped twin")
+        report = gc.verify_replay(factory, steps=args.steps, **options)
+    else:
+        _Progress()("running the conformance kit")
+        report = gc.check_producer(factory, calls=args.steps, **options)
+    if args.allow:
+        report = Report(report.findings, allow=allowances(args.allow), name=report.name, device=report.device,
+                        operations=report.operations, checks=report.checks, notes=report.notes)  # fmt: skip
+    out = sys.stdout
+    out.write((report.to_json(indent=2) if args.json else render(report, _use_colour(out, args.colour))) + "\n")
+    return 0 if report.ok else 1
 
 
 def _call_factory(factory: Any, device: str | None) -> Any:

@@ -169,19 +169,18 @@ def _where(trace: LaunchTrace, record: LaunchRecord, ptr: int, buffers: BufferSe
     """``(comparable location, readable location)`` of an address."""
     if not ptr:
         return 0, None
-    if buffers is not None:
-        hit = buffers.locate(ptr)
-        if hit is not None:
-            return hit, f"{hit[0]}+{hit[1]}"
     alloc = trace.allocation_at(ptr, record.seq)
     if alloc is not None:
         # A buffer the call made: two calls' temporaries are the same when they are the
         # same allocation in order (the k-th made at that line), wherever the allocator
-        # put them.
+        # put them, and whether or not an owner keeps the last one when the call ends.
         site, order = trace.allocation_order(alloc)
         offset = ptr - alloc.start
-        return ("<temporary>", site, order, offset), f"temporary #{order} from {site.short}+{offset}"
+        return ("<temporary>", site, alloc.label, order, offset), f"temporary #{order} from {site.short}+{offset}"
     if buffers is not None:
+        hit = buffers.locate(ptr)
+        if hit is not None:
+            return hit, f"{hit[0]}+{hit[1]}"
         return ("<foreign>", ptr), f"foreign {ptr:#x}"
     return ptr, None
 

@@ -1,8 +1,8 @@
 """Pictures of a captured graph, with the operations that have findings highlighted.
 
 :func:`to_dot` draws a :class:`~graphcheck.CheckedGraph`: on CUDA the graph's real nodes
-and edges as the driver holds them (kernel nodes labelled with the kernel and its
-arguments by name); on the CPU, where a graph has no nodes to read, the recorded
+and edges as the driver holds them, from the match the cross-check used (kernel nodes
+labelled with the kernel and its arguments by name); on the CPU, where a graph has no nodes to read, the recorded
 operations in capture order. :func:`write` saves DOT, or SVG where Graphviz's ``dot``
 program is installed.
 """
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from .params import ArrayRef
 
 if TYPE_CHECKING:
+    from .graph import GraphMatch
     from .guard import CheckedGraph
     from .record import LaunchRecord
 
@@ -61,6 +62,23 @@ def _flagged(checked: CheckedGraph) -> dict[int, list[str]]:
     return flagged
 
 
+def _graph_lines(match: GraphMatch, flagged: dict[int, list[str]]) -> list[str]:
+    """DOT lines for the nodes and edges of a CUDA graph as the driver holds them."""
+    records = match.trace.records
+    positions = match.positions
+    lines = []
+    for node in match.nodes:
+        position = positions.get(node.record) if node.record is not None else None
+        if position is not None and node.role == "recorded":
+            label = record_label(position, records[node.record])  # type: ignore[index]
+        else:
+            label = _escape(f"{node.type.lower()} {node.name}".strip()) + "\\n" + _escape(f"({node.role})")
+        bad = (position is not None and position in flagged) or node.role in ("unrecorded", "foreign")
+        lines.append(f'  n{node.handle} [label="{label}" {_BAD if bad else _GOOD}];')
+        lines += [f"  n{dep} -> n{node.handle};" for dep in node.deps]
+    return lines
+
+
 def to_dot(checked: CheckedGraph, title: str | None = None) -> str:
     """DOT source of a checked graph, operations with findings filled red.
 
@@ -75,13 +93,9 @@ def to_dot(checked: CheckedGraph, title: str | None = None) -> str:
         f'  label="{_escape(title)}"; labelloc=t; fontname="Helvetica";',
         '  node [shape=box fontname="Helvetica" fontsize=10];',
     ]
-    nodes = None
-    if checked.graph is not None:
-        from . import crosscheck
-
-        nodes = crosscheck.graph_picture(checked)
-    if nodes is not None:
-        lines += nodes
+    match = checked.graph_match
+    if match is not None:
+        lines += _graph_lines(match, flagged)
     elif checked.trace is not None:
         records = checked.trace.records
         for i, record in enumerate(records):

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._warnings import GraphCheckWarning
 from .params import ArrayRef
 from .record import Site
 
@@ -110,9 +111,22 @@ KINDS: Mapping[str, Kind] = {
         ),
         Kind(
             "capture-error",
-            "the capture itself failed (a sync or readback inside it)",
+            "the capture failed, or on the CPU would fail on CUDA (a sync or readback inside it)",
             "move synchronisation and readbacks (.numpy(), wp.synchronize(), printing an array) out of the "
             "captured call",
+        ),
+        Kind(
+            "replay-divergence",
+            "replayed, the graph's results differ from eager stepping (verify_replay)",
+            "the structural findings alongside say why; with none, the graph replays other work than Warp launched "
+            "(the limits page lists such Warp behaviour, e.g. two overloads of one generic kernel in one CPU "
+            "capture): avoid the pattern, or step eagerly there",
+        ),
+        Kind(
+            "shared-buffer",
+            "two producers built alike use the same buffer (check_producer)",
+            "allocate the buffer per producer, in its constructor: a module-level cache, a class attribute or a "
+            "mutable default argument is shared by every producer built alike",
         ),
     )
 }
@@ -180,12 +194,14 @@ def make_finding(
     captured: Any = None,
     values: str | None = None,
     detail: Mapping[str, Any] | None = None,
+    fix: str | None = None,
 ) -> Finding:
     """Build a finding and its one-line message.
 
-    The message reads ``<what> [argument 'x'] (launch #i, file.py:12): <values>; fix: ...``.
+    The message reads ``<what> [argument 'x'] (launch #i, file.py:12): <values>; fix: ...``;
+    ``fix`` replaces the kind's usual fix where the cause calls for another.
     """
-    fix = KINDS[kind].fix
+    fix = fix or KINDS[kind].fix
     where = []
     if index is not None:
         where.append(f"operation #{index}")
@@ -407,10 +423,6 @@ class GraphCheckError(AssertionError):
     def __init__(self, report: Report) -> None:
         super().__init__(str(report))
         self.report = report
-
-
-class GraphCheckWarning(UserWarning):
-    """Raised as a warning instead of an error with ``on_failure="warn"``."""
 
 
 ON_FAILURE = ("raise", "warn", "log", "ignore")

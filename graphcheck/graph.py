@@ -1,84 +1,444 @@
-"""Stage 4a of the pipeline: read a captured CUDA graph's nodes as plain records.
+"""Stage 4a of the pipeline: read a captured CUDA graph once, and match its nodes to the
+recorded operations.
 
-:func:`read_graph` walks a ``wp.Graph`` (its raw ``cudaGraph_t``) with cuda-python and
-returns one :class:`GraphNode` per node, in topological order, with child graphs and
-conditional bodies walked: kernel nodes with their function, name, grid, block,
-shared memory and parameter bytes (split per parameter with ``cuFuncGetParamInfo``);
-memcpy, memset, memory alloc and free nodes with their addresses; the rest by type.
+:func:`read_match` walks a ``wp.Graph`` (its raw ``cudaGraph_t``) with cuda-python, child
+graphs and conditional bodies included, and returns a :class:`GraphMatch`: every node
+with the operation that made it and its role, and what could not be read. The
+cross-check (:mod:`graphcheck.crosscheck`), the replay check's addresses
+(:meth:`GraphMatch.addresses`) and the picture (:mod:`graphcheck.dot`) all use that one
+match, so the driver reads a validated graph once.
+
+How nodes are attributed: during a CUDA capture every recorded operation learns where
+the capturing stream stood just before and just after it (a
+:class:`~graphcheck.nodes.CaptureSpan`), and the nodes it added are those on the paths
+between the two. Operations nested in another (the gradient copy inside ``wp.copy``)
+keep their own nodes; an operation that added none (a launch of dimension 0) has none.
+Within an operation's nodes, the one its record describes is ``"recorded"`` and is
+checked; the other nodes a Warp call enqueued (the kernels of a strided copy, a sort's
+passes) are ``"warp-native"``; node types Warp never makes (host callbacks, external
+semaphores) are never claimed. A node outside every operation is Warp's own only when
+Warp is known to make it (the kernels that set conditional handles, allocations of
+arrays recorded during the capture, synchronisation, child-graph contents); otherwise it
+is ``"unrecorded"`` (a Warp kernel no recorded launch made) or ``"foreign"``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import _warp
+from . import _cuda, _warp
+from .nodes import CaptureSpan, GraphNode
+from .params import ArrayRef, decode
 
-__all__ = ["GraphNode", "read_graph"]
+if TYPE_CHECKING:
+    from .record import LaunchRecord, LaunchTrace
+
+__all__ = [
+    "CaptureSpan",
+    "GraphMatch",
+    "GraphNode",
+    "NodeAddress",
+    "match_nodes",
+    "read_match",
+    "span_nodes",
+    "user_positions",
+]
+
+_SYNC_TYPES = ("EMPTY", "EVENT_RECORD", "WAIT_EVENT")
+_ALLOC_TYPES = ("MEM_ALLOC", "MEM_FREE")
+_STRUCTURE_TYPES = ("GRAPH", "CONDITIONAL")
+#: Node types a Warp copy, memset, fill or native helper may enqueue besides its own.
+_WARP_NATIVE_TYPES = ("KERNEL", "MEMCPY", "MEMSET", *_ALLOC_TYPES, *_SYNC_TYPES)
+#: The node a record of each kind describes.
+_RECORDED_TYPE = {"launch": "KERNEL", "copy": "MEMCPY", "memset": "MEMSET", "conditional": "CONDITIONAL"}
+#: Kernels Warp launches itself around conditional nodes (wp.capture_if / capture_while).
+_WARP_CONDITIONAL_KERNELS = ("set_conditional_",)
+_LISTED = 3  # problems of one kind named in a note before "and N more"
+
+
+class NodeAddress(NamedTuple):
+    """An address baked into a graph node, as the node holds it.
+
+    Attributes:
+        record: index of the operation in the trace the graph was matched against.
+        operation: its number in reports (Warp's internal operations left out; -1 for
+            one of those).
+        arg: the argument (``"x"``, ``"dest"``, ``"src"``).
+        start: the lowest address the node may touch.
+        nbytes: how many bytes from there.
+    """
+
+    record: int
+    operation: int
+    arg: str
+    start: int
+    nbytes: int
 
 
 @dataclass
-class GraphNode:
-    """One node of a captured CUDA graph.
+class GraphMatch:
+    """A captured CUDA graph's nodes, each matched to the operation that made it.
 
     Attributes:
-        index: position in the walk (topological order, bodies after their node).
-        handle: the ``CUgraphNode``.
-        graph: the ``CUgraph`` holding it.
-        depth: 0 in the top graph, 1 inside a child graph or conditional body...
-        type: ``"KERNEL"``, ``"MEMCPY"``, ``"MEMSET"``, ``"MEM_ALLOC"``, ``"MEM_FREE"``,
-            ``"GRAPH"`` (child graph), ``"CONDITIONAL"``, ``"EVENT_RECORD"``,
-            ``"WAIT_EVENT"``, ``"EMPTY"``, ``"HOST"``...
-        deps: handles of the nodes it depends on.
-        fields: for a kernel ``func``, ``name``, ``grid``, ``block``, ``smem``, ``params``
-            (bytes per parameter); for a memcpy ``dst``, ``src``, ``nbytes``; for a memset
-            ``dst``, ``value``, ``element_size``, ``nbytes``; for alloc and free ``dst``
-            (and ``nbytes``); for child graphs and conditionals ``graphs``.
-        record: index of the recorded operation that made it, once matched (or None).
-        role: what the cross-check decided it is: ``"recorded"``, ``"warp-native"``,
-            ``"warp-conditional"``, ``"allocation"``, ``"synchronization"``,
-            ``"embedded"``, ``"foreign"`` or ``"unrecorded"``.
+        nodes: every node, in walk order, with ``record`` and ``role`` set.
+        trace: the trace it was matched against (Warp's internal operations included).
+        gaps: what could not be read, walked or matched, one sentence each: while any
+            is left, a cross-check of this match is partial.
     """
 
-    index: int
-    handle: int
-    graph: int
-    depth: int
-    type: str
-    deps: tuple[int, ...] = ()
-    fields: dict[str, Any] = field(default_factory=dict)
-    record: int | None = None
-    role: str = ""
+    nodes: list[GraphNode]
+    trace: LaunchTrace
+    gaps: list[str] = field(default_factory=list)
 
     @property
-    def name(self) -> str:
-        """A kernel node's function name ('' for other nodes)."""
-        return str(self.fields.get("name", ""))
+    def complete(self) -> bool:
+        """Whether every node was read and every operation matched."""
+        return not self.gaps
+
+    @property
+    def positions(self) -> dict[int, int]:
+        """Index in the trace -> the operation's number in reports."""
+        return user_positions(self.trace)
+
+    def addresses(self) -> dict[int, list[NodeAddress]]:
+        """The addresses baked into the nodes that were read, by operation number.
+
+        Kernel nodes are decoded with their record's parameter layout; memcpy nodes give
+        their destination and source, memset nodes their destination. An operation is a
+        key when its node was read, even if it holds no address; one whose node could
+        not be read is not, and keeps the addresses recorded for it.
+        """
+        records = self.trace.records
+        positions = self.positions
+        out: dict[int, list[NodeAddress]] = {}
+        for node in self.nodes:
+            if node.role != "recorded" or node.record is None:
+                continue
+            record = records[node.record]
+            operation = positions.get(node.record, -1)
+            fields = node.fields
+            found: list[tuple[str, int, int]] = []
+            if node.type == "KERNEL" and record.kind == "launch":
+                if fields.get("params") is None:
+                    continue
+                # The same enumeration as LaunchRecord.addresses, over the node's bytes:
+                # data, gradients, indices and struct fields alike.
+                found = [
+                    (address.arg, address.start, address.nbytes)
+                    for name, value in decode(record.layout, fields["params"]).items()
+                    if isinstance(value, ArrayRef)
+                    for address in value.addresses(name)
+                ]
+            elif node.type == "MEMCPY":
+                found = [
+                    (arg, fields[key], fields.get(f"{key}_extent", fields.get("nbytes", 1)))
+                    for arg, key in (("dest", "dst"), ("src", "src"))
+                    if fields.get(key) is not None
+                ]
+            elif node.type == "MEMSET":
+                found = [("dest", fields["dst"], fields.get("extent", fields.get("nbytes", 1)))]
+            else:
+                continue
+            out.setdefault(operation, []).extend(
+                NodeAddress(node.record, operation, arg, start, max(int(nbytes), 1)) for arg, start, nbytes in found
+            )
+        return out
 
 
-def read_graph(graph: Any, extra_graphs: Iterable[int] = ()) -> list[GraphNode]:
-    """Every node of a captured ``wp.Graph``, in topological order.
+def user_positions(trace: LaunchTrace) -> dict[int, int]:
+    """Index in ``trace`` -> index among the operations the user issued (Warp's internal
+    ones left out), which is how reports number operations."""
+    positions: dict[int, int] = {}
+    for index, record in enumerate(trace.records):
+        if not record.internal:
+            positions[index] = len(positions)
+    return positions
+
+
+# -- attribution (no driver) ------------------------------------------------------------------
+
+
+def span_nodes(nodes: Sequence[GraphNode], span: CaptureSpan) -> list[GraphNode]:
+    """The nodes of one graph an operation added: those on the paths from ``span.before``
+    to ``span.after`` (ancestors of ``after``, themselves included, that descend from
+    ``before``; every ancestor of ``after`` when ``before`` is empty), in ``nodes``' order.
+
+    Args:
+        nodes: the nodes of ``span.graph`` in topological order, each with its ``deps``.
+        span: where the capturing stream stood before and after the operation.
+    """
+    return _Graph([n for n in nodes if n.graph == span.graph]).span(span)
+
+
+class _Graph:
+    """The nodes of one graph, indexed once for every span asked of it."""
+
+    def __init__(self, nodes: Sequence[GraphNode]) -> None:
+        self.by_handle = {n.handle: n for n in nodes}
+        self.position = {n.handle: i for i, n in enumerate(nodes)}
+
+    def span(self, span: CaptureSpan) -> list[GraphNode]:
+        by_handle, before = self.by_handle, set(span.before)
+        # Walk back from `after`, stopping at `before`: for the usual chain of one stream,
+        # that visits the operation's own nodes only.
+        found: set[int] = set()
+        stack = [h for h in span.after if h in by_handle and h not in before]
+        while stack:
+            handle = stack.pop()
+            if handle not in found:
+                found.add(handle)
+                stack += [d for d in by_handle[handle].deps if d in by_handle and d not in before]
+        ordered = sorted(found, key=self.position.__getitem__)
+        if before:
+            # Keep those that descend from `before`: a branch that reaches back past it
+            # (work another stream left dangling, joined at a resume) is not this operation's.
+            descends: set[int] = set()
+            for handle in ordered:  # topological: a node's deps come before it
+                if any(d in before or d in descends for d in by_handle[handle].deps):
+                    descends.add(handle)
+            ordered = [h for h in ordered if h in descends]
+        return [by_handle[h] for h in ordered]
+
+
+def match_nodes(nodes: Sequence[GraphNode], trace: LaunchTrace, *, warp_functions: Any = None) -> GraphMatch:
+    """Set every node's ``record`` and ``role`` from the trace's capture spans.
+
+    Args:
+        nodes: the graph's nodes, bodies included (see :func:`read_match`).
+        trace: the operations recorded while capturing (Warp's internal ones included).
+        warp_functions: CUfunction -> (kernel, adjoint) of every Warp kernel the graph
+            retains: an unclaimed node running one is Warp's (``"unrecorded"``), any
+            other unclaimed kernel ``"foreign"``.
+
+    Returns:
+        The match, with a gap for every node that could not be read, every conditional
+        body that could not be walked, every kernel node whose parameters could not be
+        compared and every CUDA operation that learnt no place in the capture.
+    """
+    warp_functions = warp_functions or {}
+    records = trace.records
+    for node in nodes:
+        node.record, node.role = None, ""
+    by_graph: dict[int, list[GraphNode]] = {}
+    for node in nodes:
+        by_graph.setdefault(node.graph, []).append(node)
+    graphs = {graph: _Graph(members) for graph, members in by_graph.items()}
+
+    # Each node goes to the smallest span holding it: a nested operation (the gradient
+    # copy inside wp.copy) keeps its own node; ties go to the later, inner, record.
+    claims: dict[int, tuple[int, int]] = {}
+    for index, record in enumerate(records):
+        span = record.capture
+        if span is None:
+            continue
+        members = graphs[span.graph].span(span) if span.graph in graphs else []
+        for node in members:
+            size = len(members)
+            held = claims.get(node.handle)
+            if held is None or size <= held[0]:
+                claims[node.handle] = (size, index)
+    owned: dict[int, list[GraphNode]] = {}
+    for node in nodes:
+        if node.handle in claims:
+            owned.setdefault(claims[node.handle][1], []).append(node)
+    for index, own in owned.items():
+        _claim(index, records[index], own)
+
+    embedded = _embedded_graphs(nodes)
+    for node in nodes:
+        if not node.role:
+            node.role = _unclaimed_role(node, embedded, trace, warp_functions)
+    return GraphMatch(list(nodes), trace, _gaps(nodes, records))
+
+
+def _claim(index: int, record: LaunchRecord, own: list[GraphNode]) -> None:
+    """Give an operation the nodes Warp made for it; leave the others unclaimed."""
+    kind = record.kind
+    recorded_type = _RECORDED_TYPE.get(kind)
+    main = None
+    if kind == "launch":
+        kernels = [n for n in own if n.type == "KERNEL" and not n.error]
+        wanted = record.cuda[0] if record.cuda else None
+        main = next((n for n in kernels if n.fields.get("func") == wanted), kernels[0] if kernels else None)
+    elif recorded_type is not None:
+        main = next((n for n in own if n.type == recorded_type and not n.error), None)
+    for node in own:
+        if node.error:
+            node.record, node.role = index, "unread"
+        elif node is main or (kind == "conditional" and node.type == "CONDITIONAL"):
+            node.record, node.role = index, "recorded"
+        elif kind == "conditional":
+            if node.type == "KERNEL" and node.name.startswith(_WARP_CONDITIONAL_KERNELS):
+                node.record, node.role = index, "warp-conditional"
+        elif kind != "launch" and node.type in _WARP_NATIVE_TYPES:
+            node.record, node.role = index, "warp-native"
+
+
+def _embedded_graphs(nodes: Sequence[GraphNode]) -> set[int]:
+    # A child graph node embeds a copy of a graph captured before (wp.capture_if with a
+    # Graph branch): its contents, and everything below them, were checked then.
+    embedded: set[int] = set()
+    for node in nodes:  # walk order: a child graph's contents come after its node
+        if node.type == "GRAPH" or node.graph in embedded:
+            embedded.update(node.fields.get("graphs", ()))
+    return embedded
+
+
+def _unclaimed_role(node: GraphNode, embedded: set[int], trace: LaunchTrace, warp_functions: Any) -> str:
+    if node.error:
+        return "unread"
+    if node.graph in embedded:
+        return "embedded"
+    if node.type in _SYNC_TYPES:
+        return "synchronization"
+    if node.type in _ALLOC_TYPES:
+        # Warp's own when it allocates (or frees) an array recorded during the capture.
+        return "allocation" if trace.allocation_at(int(node.fields.get("dst") or 0)) is not None else "foreign"
+    if node.type in _STRUCTURE_TYPES:
+        return "structure"
+    if node.type == "KERNEL":
+        if node.name.startswith(_WARP_CONDITIONAL_KERNELS):
+            return "warp-conditional"
+        warp = warp_functions.get(int(node.fields.get("func") or 0))
+        if warp is not None:
+            node.fields["warp_kernel"] = warp[0]
+            return "unrecorded"
+    return "foreign"
+
+
+def _listed(problems: list[str]) -> str:
+    more = len(problems) - _LISTED
+    return "; ".join(problems[:_LISTED]) + (f"; and {more} more" if more > 0 else "")
+
+
+def _gaps(nodes: Sequence[GraphNode], records: Sequence[LaunchRecord]) -> list[str]:
+    gaps = []
+    unread = [f"node {n.index} ({n.type.lower()}): {n.error}" for n in nodes if n.error]
+    if unread:
+        gaps.append(f"{len(unread)} graph node(s) could not be read and were not checked: {_listed(unread)}")
+    bodies = [f"node {n.index}: {n.fields['bodies_unknown']}" for n in nodes if n.fields.get("bodies_unknown")]
+    if bodies:
+        gaps.append(f"{len(bodies)} conditional body(ies) were not walked: {_listed(bodies)}")
+    params = [
+        f"node {n.index}: {n.fields.get('params_unread') or 'not read'}"
+        for n in nodes
+        if n.role == "recorded" and n.type == "KERNEL" and n.fields.get("params") is None
+    ]
+    if params:
+        gaps.append(f"the parameters of {len(params)} kernel node(s) were not compared: {_listed(params)}")
+    escaped = [r for r in records if r.capture is None and r.device.startswith("cuda")]
+    if escaped:
+        gaps.append(
+            f"{len(escaped)} recorded operation(s) could not be matched to a graph node: they did not run in the "
+            f"capture (another stream?) or the driver could not say where ({_listed([r.kernel for r in escaped])})"
+        )
+    return gaps
+
+
+# -- reading (the driver) ---------------------------------------------------------------------
+
+
+def read_match(graph: Any, trace: LaunchTrace, reader: Any = None) -> GraphMatch:
+    """Read a captured ``wp.Graph`` once and match its nodes to ``trace``.
 
     Args:
         graph: a ``wp.Graph`` from a CUDA capture (kept alive while reading).
-        extra_graphs: more graphs to walk: bodies of conditional nodes known from
-            capture time (drivers before CUDA 13.2 cannot reach them from the graph).
+        trace: the operations recorded while capturing, Warp's internal ones included.
+        reader: a :class:`graphcheck._cuda.Reader` (default: a new one, for this walk).
 
     Raises:
         ValueError: for a CPU graph or an external capture (no CUDA graph to read).
-        graphcheck._cuda.GraphInspectError: without cuda-python or a driver, or when
-            the driver refuses a question (the message says which and why).
+        graphcheck._cuda.GraphInspectError: without cuda-python or a driver, or when the
+            driver cannot list the top graph's nodes (the message says which and why).
+            A node, a body or a child graph that cannot be read is a gap of the match.
     """
-    from . import _cuda
-
     handle = _warp.graph_handle(graph)
     if not handle:
         raise ValueError(
             "this graph has no CUDA graph to read: it was captured on the CPU or by an external capture "
             f"(device {_warp.graph_device(graph)})"
         )
-    nodes = list(_cuda.walk(handle, tuple(extra_graphs)))
-    for index, node in enumerate(nodes):
+    reader = reader if reader is not None else _cuda.Reader()
+    nodes = walk(reader, handle, trace.records)
+    return match_nodes(nodes, trace, warp_functions=_warp.cuda_function_map(graph))
+
+
+def walk(reader: Any, top: int, records: Sequence[LaunchRecord]) -> list[GraphNode]:
+    """Every node of a graph, numbered in walk order: topological, the nodes of a child
+    graph or conditional body right after the node that holds them.
+
+    A conditional node's bodies come from the driver from CUDA 13.2, else from the
+    capture spans of the ``wp.capture_if`` / ``capture_while`` that made it; a body
+    neither knows is marked (``fields["bodies_unknown"]``), not walked.
+
+    Raises:
+        graphcheck._cuda.GraphInspectError: the top graph's nodes cannot be listed.
+    """
+    spans: dict[int, list[CaptureSpan]] = {}
+    for record in records:
+        if record.capture is not None and record.kind == "conditional" and record.capture.bodies:
+            spans.setdefault(record.capture.graph, []).append(record.capture)
+    out: list[GraphNode] = []
+    seen: set[int] = set()
+    _walk(reader, top, 0, spans, seen, out, required=True)
+    # Graphs operations were captured into that no node led to (a body whose conditional
+    # node could not be told apart): walk them too, so their operations are matched.
+    for record in records:
+        span = record.capture
+        for graph in (span.graph, *span.bodies) if span is not None else ():
+            _walk(reader, graph, 1, spans, seen, out, required=False)
+    for index, node in enumerate(out):
         node.index = index
-    return nodes
+    return out
+
+
+def _walk(
+    reader: Any,
+    graph: int,
+    depth: int,
+    spans: dict[int, list[CaptureSpan]],
+    seen: set[int],
+    out: list[GraphNode],
+    required: bool,
+) -> None:
+    if graph in seen:
+        return
+    seen.add(graph)
+    try:
+        nodes = reader.nodes(graph, depth)
+    except _cuda.GraphInspectError as error:
+        if required:
+            raise
+        out.append(GraphNode(-1, 0, graph, depth, "UNKNOWN", error=f"graph {graph:#x} could not be read: {error}"))
+        return
+    learnt = _bodies_from_capture(nodes, spans.get(graph, ()))
+    for node in nodes:
+        out.append(node)
+        if node.type == "CONDITIONAL" and not node.error and "graphs" not in node.fields:
+            bodies = learnt.get(node.handle)
+            if bodies is None:
+                node.fields["bodies_unknown"] = (
+                    f"a CUDA {reader.version // 1000}.{reader.version % 1000 // 10} driver cannot reach it "
+                    "(13.2 can), and no recorded wp.capture_if / capture_while captured it"
+                )
+            else:
+                node.fields["graphs"] = bodies
+        for child in node.fields.get("graphs", ()):
+            _walk(reader, child, depth + 1, spans, seen, out, required=False)
+
+
+def _bodies_from_capture(nodes: Sequence[GraphNode], spans: Sequence[CaptureSpan]) -> dict[int, tuple[int, ...]]:
+    """Conditional node -> its bodies, from the capture spans of ``wp.capture_if`` /
+    ``capture_while`` records: Warp adds one single-body conditional node per branch,
+    the ``if`` branch first, and captures the bodies in that order."""
+    out: dict[int, tuple[int, ...]] = {}
+    graph = _Graph(nodes)
+    for span in spans:
+        conditionals = [n for n in graph.span(span) if n.type == "CONDITIONAL"]
+        if len(conditionals) == len(span.bodies):
+            out.update((n.handle, (body,)) for n, body in zip(conditionals, span.bodies))
+        elif conditionals:
+            out[conditionals[0].handle] = span.bodies
+    return out

@@ -24,9 +24,12 @@ from dataclasses import dataclass
 from types import CodeType, TracebackType
 from typing import Any
 
-from . import _warp, checks
+from . import _warp, checks, crosscheck
+from ._cuda import GraphInspectError
 from .buffers import BufferSet, buffers_of
+from .fallback import Fallback, check_fallback, on_failure_with
 from .findings import Allow, Finding, Report, act, allowances, check_on_failure, make_finding
+from .graph import GraphMatch, read_match
 from .record import LaunchRecord, LaunchTrace, Site, site_of, trace_launches
 
 __all__ = ["CheckedGraph", "GraphGuard", "capture", "checking_enabled"]
@@ -108,6 +111,21 @@ class _Baked:
         return cls(ptr, max(nbytes, 1), hit.label if hit else None, index, record.kernel, arg, record.site)
 
 
+def _baked_handles(user: LaunchTrace, owned: BufferSet | None) -> list[_Baked]:
+    """The ids of owned meshes, hash grids, BVHs and volumes passed to kernels: baked into the
+    graph like addresses, and stale once the structure is rebuilt."""
+    if owned is None:
+        return []
+    out = []
+    for index, record in enumerate(user.records):
+        for name, value in record.args.items():
+            if type(value) is int and value > 0xFFFF:
+                hit = owned.find(value, 1)
+                if hit is not None and hit.start == value and hit.nbytes == 1 and hit.label.endswith(".id"):
+                    out.append(_Baked.at(value, 1, owned, index, record, name))
+    return out
+
+
 def _check_device(device: Any) -> str:
     try:
         resolved = _warp.get_device(device)
@@ -184,6 +202,10 @@ class CheckedGraph:
         device: the capture device.
         replay_check: when :meth:`launch` runs :meth:`check_replay`: ``"first"`` (the first
             launch only), ``"always"`` or ``"never"``.
+        graph_match: on CUDA, the graph's nodes matched to the trace (None when the
+            graph was not read).
+        fallback: what :meth:`launch` runs in place of a graph that fails its checks
+            (:class:`~graphcheck.fallback.Fallback`: ``.mode``, and ``.report`` once it falls back).
     """
 
     def __init__(
@@ -199,8 +221,12 @@ class CheckedGraph:
         enabled: bool = True,
         trace: LaunchTrace | None = None,
         allow: tuple[Allow, ...] = (),
+        graph_match: GraphMatch | None = None,
+        fallback: Fallback | None = None,
     ) -> None:
         self.graph = graph
+        self.graph_match = graph_match  # the CUDA graph's nodes as the cross-check matched them
+        self.fallback = fallback or Fallback(None)
         self._allow = allow
         self._full_trace = trace  # with Warp's internal operations: they made graph nodes too
         self.trace = trace.user_view() if trace is not None else None
@@ -305,13 +331,23 @@ class CheckedGraph:
         act(report, on_failure or self._on_failure, stacklevel=_stacklevel)
         return report
 
-    def launch(self, stream: Any = None, *, _stacklevel: int = 4) -> None:
+    def launch(self, stream: Any = None, *, fallback: str | None = None, _stacklevel: int = 4) -> None:
         """Check before replaying (as :attr:`replay_check` says), then ``wp.capture_launch``.
+
+        Args:
+            stream: passed to ``wp.capture_launch``.
+            fallback: ``"eager"`` or ``"recapture"``: what to do instead of replaying a graph
+                whose checks failed (None: as the graph was captured with; see
+                :mod:`graphcheck.fallback`).
 
         Raises:
             GraphCheckError: when the check fails and the graph was captured with
-                ``on_failure="raise"``; the graph is then not launched.
+                ``on_failure="raise"`` and no fallback; the graph is then not launched.
         """
+        mode = check_fallback(fallback) or self.fallback.mode
+        if mode is not None and self._enabled:
+            self.fallback.launch(self, mode, stream, _stacklevel - 1)
+            return
         if self.graph is None:
             raise RuntimeError(f"there is no graph to launch: the capture failed.\n{self.report}")
         if self._enabled and (
@@ -320,6 +356,12 @@ class CheckedGraph:
             self.check_replay(_stacklevel=_stacklevel)
             self._replay_checked = True
         _warp.capture_launch(self.graph, stream=stream)
+
+    def _adopt(self, other: CheckedGraph) -> None:
+        """Take over another capture's graph and verdict, keeping this site's settings (``"recapture"``)."""
+        fallback, on_failure = self.fallback, self._on_failure
+        self.__dict__.update(other.__dict__)
+        self.fallback, self._on_failure = fallback, on_failure
 
     def __repr__(self) -> str:
         return f"<CheckedGraph on {self.device}: {'ok' if self.ok else dict(self.report.kinds())}>"
@@ -361,6 +403,9 @@ class GraphGuard:
         force_module_load: passed to ``wp.ScopedCapture``.
         capture_mode: passed to ``wp.ScopedCapture``.
         name: what to call the site in reports (default: the reference's name).
+        fallback: ``"eager"`` or ``"recapture"``: :meth:`launch` calls ``reference``
+            (or captures it again) in place of a graph that fails its checks, and findings
+            warn instead of raising (see :mod:`graphcheck.fallback`).
 
     Attributes:
         report: the verdict, once the block has ended.
@@ -384,6 +429,7 @@ class GraphGuard:
         force_module_load: bool | None = None,
         capture_mode: Any = None,
         name: str | None = None,
+        fallback: str | None = None,
     ) -> None:
         if reference is not None and not callable(reference):
             raise TypeError(
@@ -396,6 +442,15 @@ class GraphGuard:
                 f"replay_check must be one of {', '.join(map(repr, _REPLAY_CHECKS))}, got {replay_check!r}"
             )
         self.replay_check = replay_check
+        self.fallback = check_fallback(fallback)
+        if self.fallback is not None and reference is None:
+            raise ValueError(
+                f"fallback={fallback!r} needs reference=: the callable to run (or capture again) in place of a "
+                "graph that fails its checks"
+            )
+        self._call: tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]] | None = (
+            (reference, (), {}) if reference is not None else None
+        )
         self.allow = allowances(allow)
         self.device = _check_device(device)
         self.reference = reference
@@ -406,12 +461,9 @@ class GraphGuard:
             self._owners: tuple[Any, ...] | BufferSet | None = (reference,) if reference is not None else None
         else:
             self._owners = _owners_tuple(owners)
-            explicit = not isinstance(owners, (InferredOwners, BufferSet))
-            if explicit and self.enabled and not len(buffers_of(*self._owners)):
-                raise ValueError(
-                    f"owners={owners!r} hold no Warp arrays: pass the objects that hold the buffers the captured "
-                    "call uses (the simulator, the environment), or a graphcheck.BufferSet"
-                )
+        # Owners the user named must hold arrays; that is checked on the one walk of the
+        # owners each capture makes, when the block ends (see _owned_after).
+        self._explicit_owners = owners is not None and not isinstance(owners, (InferredOwners, BufferSet))
         self.name = name or (_callable_name(reference) if reference is not None else "guarded block")
         options: dict[str, Any] = {"stream": stream, "force_module_load": force_module_load}
         if capture_mode is not None:
@@ -429,10 +481,12 @@ class GraphGuard:
         self._capture: Any = None
         self._stacklevel = 3  # act() <- __exit__ <- the user's `with` line
         self._reused: _Validated | None = None
+        self._graph_match: GraphMatch | None = None
 
     # -- the block ----------------------------------------------------------------------
 
     def __enter__(self) -> GraphGuard:
+        self._graph_match = None
         if not self.enabled:
             self._capture = _warp.scoped_capture(self.device, **self._options)
             self._capture.__enter__()
@@ -507,21 +561,22 @@ class GraphGuard:
             return False
         if trace is None:  # a capture error at a site validated before: record it as such
             trace = LaunchTrace()
-        owned = self._owned()
+        owned = self._owned_after()
         user = trace.user_view()
         if capture_error is not None:
             self.graph = None
             self.report = self._capture_error_report(capture_error, user)
         else:
             self.report = self._analyze(trace, user, owned)
-        self.checked = self._checked(lambda: self._baked(trace, user, owned), trace)
+        match = self._graph_match
+        self.checked = self._checked(lambda: self._baked(trace, user, owned, match), trace)
         if self.report.ok and self._reference_trace is not None and self._key is not None:
             # While the validated graph lives, a later capture of the same buffers bakes the
             # addresses it baked: its replay check can serve the new graph too.
             entry = _Validated(self._key[1], self.report, _signature(owned), weakref.ref(self.checked))
             _remember(self._key, entry)
         try:
-            act(self.report, self.on_failure, stacklevel=self._stacklevel)
+            act(self.report, on_failure_with(self.on_failure, self.fallback), stacklevel=self._stacklevel)
         except Exception as error:
             if capture_error is not None:
                 raise error from capture_error
@@ -532,6 +587,17 @@ class GraphGuard:
 
     def _owned(self) -> BufferSet | None:
         return _owned_buffers(self._owners)
+
+    def _owned_after(self) -> BufferSet | None:
+        """The owners' buffers once the block ended: the one walk of the owners a capture
+        makes, by the names they hold them under now (a swapped buffer has changed names)."""
+        owned = self._owned()
+        if self._explicit_owners and owned is not None and not len(owned):
+            raise ValueError(
+                f"owners={self._owners!r} hold no Warp arrays: pass the objects that hold the buffers the captured "
+                "call uses (the simulator, the environment), or a graphcheck.BufferSet"
+            )
+        return owned
 
     def _analyze(self, trace: LaunchTrace, user: LaunchTrace, owned: BufferSet | None) -> Report:
         """The checks on a capture: ``trace`` has every operation (Warp's own included,
@@ -557,24 +623,35 @@ class GraphGuard:
             if temporaries:
                 notes.append(temporaries)
         ran.append("allocations")
+        notes += checks.undecoded(user)
         if self.device.startswith("cpu"):
             findings += checks.cuda_rules(user)
         if not len(user):
             notes.append("the capture recorded no operation: the graph does nothing when replayed")
         if owned is not None and not validated_before:
-            findings += checks.ownership(user, owned)
+            held = checks.held_by_warp(user, self._reference_trace)
+            if held:
+                nbytes = sum(a.nbytes for a in set(held.values()))
+                vias = ", ".join(sorted({f"wp.{a.via}" for a in held.values()}))
+                notes.append(
+                    f"{len(set(held.values()))} buffer(s) Warp made for itself during the reference call and kept "
+                    f"({nbytes} bytes, under {vias}) are used: Warp holds them, the owners need not"
+                )
+            findings += checks.ownership(user, owned, held)
             ran.append("ownership")
         elif owned is None:
             notes.append("no owners: the ownership check did not run and replays are not checked")
         if self.graph is not None and _warp.graph_handle(self.graph):
-            from . import crosscheck
-
-            graph_findings, graph_notes = crosscheck.check_graph(
-                self.graph, trace, allow_foreign_nodes=self.allow_foreign_nodes
-            )
-            findings += graph_findings
-            notes += graph_notes
-            ran.append("graph")
+            try:  # read once: the replay check's addresses and the picture use the same match
+                self._graph_match = read_match(self.graph, trace)
+            except GraphInspectError as error:
+                notes.append(f"the CUDA graph was not cross-checked: {error}")
+            else:
+                result = crosscheck.check(self._graph_match, allow_foreign_nodes=self.allow_foreign_nodes)
+                findings += result.findings
+                notes += [f"the graph cross-check is partial: {note}" for note in result.notes]
+                if result.complete:
+                    ran.append("graph")
         elif not self.device.startswith("cpu"):
             notes.append("the captured CUDA graph could not be read: its nodes were not cross-checked")
         return Report(
@@ -589,14 +666,7 @@ class GraphGuard:
 
     def _capture_error_report(self, error: BaseException, trace: LaunchTrace) -> Report:
         site = _user_site(error.__traceback__) or self._site
-        finding = make_finding(
-            "capture-error",
-            f"the capture failed with {type(error).__name__}",
-            index=len(trace) if len(trace) else None,
-            site=site,
-            captured=str(error),
-            values=str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__,
-        )
+        finding = checks.capture_failed(error, site, len(trace))
         return Report(
             [finding],
             allow=self.allow,
@@ -606,17 +676,24 @@ class GraphGuard:
             checks=["capture"],
         )
 
-    def _baked(self, trace: LaunchTrace, user: LaunchTrace, owned: BufferSet | None) -> list[_Baked]:
+    def _baked(
+        self, trace: LaunchTrace, user: LaunchTrace, owned: BufferSet | None, match: GraphMatch | None
+    ) -> list[_Baked]:
         out = [
             _Baked.at(address.start, address.nbytes, owned, index, record, address.arg)
             for index, record in enumerate(user.records)
             for address in record.addresses()
         ]
-        if self.graph is not None and _warp.graph_handle(self.graph):
-            from . import crosscheck
-
-            out = crosscheck.baked_from_graph(self.graph, trace, out, owned)
-        return out
+        if match is not None:
+            # On CUDA the addresses come from the graph's nodes, for the operations whose node was read.
+            read = match.addresses()
+            records = trace.records
+            out = [b for b in out if b.index not in read] + [
+                _Baked.at(a.start, a.nbytes, owned, a.operation, records[a.record], a.arg)
+                for addresses in read.values()
+                for a in addresses
+            ]
+        return out + _baked_handles(user, owned)
 
     def _checked(self, baked: Callable[[], list[_Baked]], trace: LaunchTrace | None) -> CheckedGraph:
         return CheckedGraph(
@@ -630,7 +707,18 @@ class GraphGuard:
             enabled=self.enabled,
             trace=trace,
             allow=self.allow,
+            graph_match=self._graph_match if trace is not None else None,
+            fallback=Fallback(self.fallback, self._call, self._recapture),
         )
+
+    def _recapture(self) -> CheckedGraph:
+        """The same call captured and checked again, its reference call a step (``fallback="recapture"``)."""
+        assert self._call is not None
+        fn, args, kwargs = self._call
+        owners = self._owners if isinstance(self._owners, BufferSet) else InferredOwners(self._owners or ())
+        return capture(fn, *args, device=self.device, owners=owners, on_failure="ignore", allow=self.allow,
+                       replay_check=self.replay_check, revalidate=True, allow_foreign_nodes=self.allow_foreign_nodes,
+                       **self._options, **kwargs)  # fmt: skip
 
     # -- after the block ------------------------------------------------------------------
 
@@ -703,6 +791,7 @@ def capture(
     stream: Any = None,
     force_module_load: bool | None = None,
     capture_mode: Any = None,
+    fallback: str | None = None,
     **kwargs: Any,
 ) -> CheckedGraph:
     """Validate ``fn(*args, **kwargs)`` as a capture site, capture it, and return the graph.
@@ -729,6 +818,9 @@ def capture(
         stream: passed to ``wp.ScopedCapture``.
         force_module_load: passed to ``wp.ScopedCapture``.
         capture_mode: passed to ``wp.ScopedCapture``.
+        fallback: ``"eager"`` or ``"recapture"``: :meth:`CheckedGraph.launch` calls ``fn``
+            (or captures it again) in place of a graph that fails its checks, and findings
+            warn instead of raising (see :mod:`graphcheck.fallback`).
         kwargs: keyword arguments for ``fn``.
 
     Returns:
@@ -771,6 +863,7 @@ def capture(
         name=_callable_name(fn),
     )
     guard._stacklevel = 4  # warnings point at the caller of capture()
+    guard.fallback, guard._call = check_fallback(fallback), (fn, args, kwargs)
     if guard._key is not None:
         code, lasti = _caller_site(2)
         guard._key = _site_key(fn, code, lasti, guard.device)

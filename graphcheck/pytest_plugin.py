@@ -20,6 +20,13 @@ the comparison and the ownership checks; see :func:`graphcheck.capture`)::
         with graphcheck.guard(reference=sim.step, owners=(sim,)) as guard:
             sim.step()
 
+It also proves a producer's replay by values, and runs the conformance kit, on producers a
+class or factory builds (see :func:`graphcheck.verify_replay`, :func:`graphcheck.check_producer`)::
+
+    def test_simulator_conforms(graphcheck):
+        graphcheck.verify_replay(Simulator, steps=4)   # GraphCheckError when the replay diverges
+        graphcheck.check_producer(Simulator)
+
 The ``graphcheck`` marker guards every ``wp.ScopedCapture`` the test body opens, with no
 reference call (per-call allocations, foreign buffers, and stale pointers before each
 ``wp.capture_launch``; see :class:`graphcheck.autoguard.AutoGuard`), and fails the test
@@ -78,6 +85,8 @@ SOURCE_VALIDATE = "validate"  # graphcheck.validate(fn)
 SOURCE_GUARD = "guard"  # with graphcheck.guard(...)
 SOURCE_MARKER = "marker"  # a wp.ScopedCapture in a test marked @pytest.mark.graphcheck
 SOURCE_MARKER_REPLAY = "marker-replay"  # a wp.capture_launch there whose replay check found something
+SOURCE_VALUES = "verify_replay"  # graphcheck.verify_replay(make)
+SOURCE_CONFORMANCE = "check_producer"  # graphcheck.check_producer(make)
 
 
 @dataclass
@@ -86,7 +95,8 @@ class Validation:
 
     Attributes:
         nodeid: the test's pytest node id.
-        source: ``"validate"``, ``"guard"``, ``"marker"`` or ``"marker-replay"``.
+        source: ``"validate"``, ``"guard"``, ``"marker"``, ``"marker-replay"``, ``"verify_replay"``
+            or ``"check_producer"``.
         report: the :class:`graphcheck.Report`.
     """
 
@@ -300,6 +310,34 @@ class GraphcheckFixture:
         guard.on_report = lambda report: self._add(SOURCE_GUARD, report)
         return guard
 
+    def verify_replay(self, make: Callable[..., Any], *, device: Any = None, **options: Any) -> Report:
+        """Prove by values that a producer's graph replays what eager stepping computes (see
+        :func:`graphcheck.verify_replay`), on the fixture's device by default; the report is kept."""
+        __tracebackhide__ = True
+        from .values import verify_replay
+
+        return self._keep(SOURCE_VALUES, verify_replay, make, device, options)
+
+    def check_producer(self, make: Callable[..., Any], *, device: Any = None, **options: Any) -> Report:
+        """Run the producer conformance kit (see :func:`graphcheck.check_producer`), on the fixture's
+        device by default; the report is kept."""
+        __tracebackhide__ = True
+        from .conformance import check_producer
+
+        return self._keep(SOURCE_CONFORMANCE, check_producer, make, device, options)
+
+    def _keep(self, source: str, check: Callable[..., Report], make: Any, device: Any, options: Any) -> Report:
+        __tracebackhide__ = True
+        from .findings import GraphCheckError
+
+        try:
+            report = check(make, device=device if device is not None else self.device, **options)
+        except GraphCheckError as error:
+            self._add(source, error.report)
+            raise
+        self._add(source, report)
+        return report
+
     def __repr__(self) -> str:
         return f"<graphcheck fixture on {self.device or 'the default device'}: {len(self.reports)} reports>"
 
@@ -331,7 +369,8 @@ def _reporting_guard_class() -> type[Any]:
 
 @pytest.fixture
 def graphcheck(request: pytest.FixtureRequest) -> GraphcheckFixture:
-    """Validate capture sites: ``graphcheck.validate(sim.step)``, ``with graphcheck.guard(...)``.
+    """Validate capture sites: ``graphcheck.validate(sim.step)``, ``with graphcheck.guard(...)``,
+    ``graphcheck.verify_replay(Simulator)``, ``graphcheck.check_producer(Simulator)``.
 
     The default device is the marker's ``device``, else ``--graphcheck-device``, else
     Warp's default device. Reports with findings appear in the test's report.

@@ -32,6 +32,7 @@ from .params import Address, ArrayRef, ParamSpec, decode, launch_dim
 if TYPE_CHECKING:
     from .buffers import BufferSet
     from .compare import Difference
+    from .nodes import CaptureSpan
 
 __all__ = [
     "Allocation",
@@ -116,8 +117,9 @@ class LaunchRecord:
             ``wp.capture_while`` (the conditional itself is a record of kind
             ``"conditional"``).
         seq: position in the process-wide order of operations and allocations.
-        node: on CUDA inside a capture, ``(graph handle, node handles)`` the operation
-            added to the graph being captured; else None.
+        capture: on CUDA inside a capture, where the capturing stream stood before and
+            after the operation (a :class:`~graphcheck.nodes.CaptureSpan`: the graph and
+            the nodes around the ones it added); else None.
         cuda: on CUDA, the native launch arguments ``(function, dim_size, max_blocks,
             block_dim, grid_stride, cluster_dim, smem_bytes)``; else None.
     """
@@ -134,13 +136,13 @@ class LaunchRecord:
         "_params",
         "adjoint",
         "block_dim",
+        "capture",
         "cuda",
         "device",
         "internal",
         "kind",
         "max_blocks",
         "nested",
-        "node",
         "replay",
         "seq",
         "stream",
@@ -191,7 +193,7 @@ class LaunchRecord:
         self._layout: tuple[ParamSpec, ...] | None = None
         self._key: tuple[Any, ...] | None = None
         self.nested = False
-        self.node: tuple[int, tuple[int, ...]] | None = None
+        self.capture: CaptureSpan | None = None
 
     # -- what -----------------------------------------------------------------------------
 
@@ -418,6 +420,12 @@ class Allocation:
         """Its size in bytes."""
         return self.end - self.start
 
+    @property
+    def by_warp(self) -> bool:
+        """Whether Warp made it for itself under a call of the user's (the scratch and caches
+        of ``wp.fem.integrate``, ``HashGrid.build``...) rather than the user asking for an array."""
+        return self.via not in _warp.USER_ALLOCATORS
+
     def __str__(self) -> str:
         return f"{self.label} {self.how} at {self.site.short}" + (f" (wp.{self.via})" if self.via else "")
 
@@ -569,18 +577,22 @@ class LaunchTrace:
         return best
 
     def allocation_order(self, alloc: Allocation) -> tuple[Site, int]:
-        """``(site, k)``: ``alloc`` is the k-th allocation (from 0) this trace saw at its site.
+        """``(site, k)``: ``alloc`` is the k-th allocation (from 0) of its kind (dtype, shape,
+        device) this trace saw at its site.
 
         Two calls of the same code make their temporaries in the same order; this is how
         they are matched, since the allocator may hand out other addresses each time.
         """
         order = self._alloc_order
         if len(order) != len(self.allocations):
-            counts: dict[Site, int] = {}
+            # Counted per kind of buffer (dtype, shape, device) too: a cache a Warp call
+            # fills on its first call only (a quadrature's points) must not shift the count
+            # of the result buffers the same line makes on every call.
+            counts: dict[tuple[Site, str], int] = {}
             order.clear()
             for a in self.allocations:
-                k = counts.get(a.site, 0)
-                counts[a.site] = k + 1
+                k = counts.get((a.site, a.label), 0)
+                counts[(a.site, a.label)] = k + 1
                 order[a] = (a.site, k)
         return order[alloc]
 
@@ -650,7 +662,9 @@ class LaunchTrace:
     def foreign_pointers(
         self, buffers: BufferSet, *, ignore: Iterable[Any] = ()
     ) -> list[tuple[LaunchRecord, str, int]]:
-        """``(record, argument, address)`` of every address outside ``buffers``.
+        """``(record, argument, address)`` of every address range not wholly inside one of
+        ``buffers`` (see :meth:`LaunchRecord.addresses`: gradients, indices, struct fields
+        and native helpers' buffers included).
 
         Args:
             buffers: the buffers the producer owns.
@@ -661,9 +675,10 @@ class LaunchTrace:
         extra = ignore if isinstance(ignore, BufferSet) else BufferSet.of(ignore)
         out = []
         for record in self.records:
-            for name, ptr in record.pointers():
-                if buffers.locate(ptr) is None and extra.locate(ptr) is None:
-                    out.append((record, name, ptr))
+            for address in record.addresses():
+                start, nbytes = address.start, address.nbytes
+                if buffers.find(start, nbytes) is None and extra.find(start, nbytes) is None:
+                    out.append((record, address.arg, start))
         return out
 
 

@@ -11,6 +11,7 @@ import warp as wp
 import graphcheck as gc
 from graphcheck import _warp
 from tests import kernels as K, producers as P
+from tests.releases import CAPTURE_ERROR_ON_READBACK
 
 DEVICE = "cpu"
 
@@ -72,6 +73,7 @@ def test_an_exception_in_the_reference_call_propagates():
     assert not _warp.capture_in_progress(DEVICE) and not _warp.hooks_installed()
 
 
+@CAPTURE_ERROR_ON_READBACK
 def test_a_capture_error_becomes_a_finding_with_its_site():
     sim = P.ReductionReadback(DEVICE)
     with pytest.raises(gc.GraphCheckError) as error:
@@ -84,6 +86,7 @@ def test_a_capture_error_becomes_a_finding_with_its_site():
     assert not _warp.capture_in_progress(DEVICE)
 
 
+@CAPTURE_ERROR_ON_READBACK
 def test_a_capture_error_with_on_failure_log_gives_no_graph(caplog):
     sim = P.ReductionReadback(DEVICE)
     with caplog.at_level(logging.WARNING, logger="graphcheck"):
@@ -423,3 +426,66 @@ def test_a_capture_that_records_nothing_is_noted():
     sim = Idle(DEVICE)
     checked = gc.capture(sim.step, device=DEVICE, owners=(sim,))
     assert any("recorded no operation" in note for note in checked.report.notes)
+
+
+def test_a_replaced_gradient_is_a_stale_pointer():
+    class WithGrad(P.Producer):
+        def __init__(self, device):
+            super().__init__(device)
+            self.x = wp.zeros(P.N, dtype=float, device=device, requires_grad=True)
+
+        def step(self):
+            self.launch(K.add_one, [self.x])
+
+    sim = WithGrad(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,))
+    sim.x.grad = wp.zeros(P.N, dtype=float, device=DEVICE)
+    replay = checked.check_replay(on_failure="ignore")
+    assert {(f.kind, f.arg) for f in replay.findings} == {("stale-pointer", "a.grad")}, str(replay)
+
+
+def test_assert_pointers_within_agrees_with_the_ownership_check():
+    class Overrun(P.Producer):
+        def __init__(self, device):
+            super().__init__(device)
+            self.base = wp.zeros(2 * P.N, dtype=float, device=device)
+            self.head = self.base[: P.N // 2]  # owned: a short view of base...
+
+        def step(self):
+            # ...and a launch that runs past it, into memory no owned buffer holds whole.
+            self.launch(K.add_one, [self.tail])
+
+    sim = Overrun(DEVICE)
+    sim.tail = wp.array(ptr=sim.head.ptr, shape=(4 * P.N,), dtype=float, device=DEVICE)
+    owned = gc.buffers_of(sim.head, sim.base, root=["head", "base"])
+    with gc.trace_launches() as trace:
+        sim.step()
+    with pytest.raises(AssertionError, match="outside the 2 allowed buffers"):
+        gc.assert_pointers_within(trace, owned)
+
+
+def test_an_allocation_without_a_memory_pool_is_a_capture_error_with_the_mempool_fix():
+    from graphcheck import checks
+
+    # Warp's own message when a CUDA device allocates inside a capture with its pool off.
+    error = RuntimeError(
+        "Failed to allocate 256 bytes on device 'cuda:0':  Failed to allocate memory during graph capture because "
+        "memory pools are not enabled on device 'cuda:0'.  Try calling wp.set_mempool_enabled('cuda:0', True) "
+        "before capture begins."
+    )
+    finding = checks.capture_failed(error, None, 2)
+    assert finding.kind == "capture-error" and finding.index == 2
+    assert "wp.set_mempool_enabled(device, True)" in finding.fix
+    assert "memory pools are not enabled" in finding.message
+    other = checks.capture_failed(RuntimeError("Cannot synchronize device while graph capture is active"), None, 0)
+    assert "readbacks" in other.fix
+
+
+def test_a_hash_grid_rebuilt_after_capture_is_a_stale_handle():
+    sim = P.HashGridRebuild(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,))
+    assert checked.check_replay().ok
+    sim.grid = wp.HashGrid(4, 4, 4, device=DEVICE)
+    replay = checked.check_replay(on_failure="ignore")
+    assert {(f.kind, f.arg) for f in replay.findings} == {("stale-pointer", "grid")}, str(replay)
+    assert "owner.grid.id" in replay.findings[0].message

@@ -425,15 +425,6 @@ def test_struct_array_fields_are_flattened(cpu):
     assert dict(trace[0].arrays()).keys() == {"out", "p.scratch"}
 
 
-def test_unsupported_warp_fails_clearly(monkeypatch):
-    monkeypatch.setattr(_warp, "_checked", False)
-    monkeypatch.delattr(_warp._context, "invoke_cpu_blocks")
-    with pytest.raises(gc.UnsupportedWarpError, match=r"invoke_cpu_blocks.*tested against warp-lang 1\.19\.0"):
-        with gc.trace_launches():
-            pass
-    assert not _warp.hooks_installed()
-
-
 def test_nan_scalars_compare_equal(cpu):
     a, _ = arrays()
     traces = []
@@ -472,3 +463,21 @@ def test_recorded_adjoint_bytes_equal_warps_own_packing(cpu):
         K.square, 2, [x], [y], device=cpu, adjoint=True, adj_inputs=[x.grad], adj_outputs=[y.grad]
     )
     assert trace[0].param_bytes == expected
+
+
+def test_an_argument_of_a_type_graphcheck_cannot_decode_is_named_in_a_note():
+    from graphcheck import checks
+    from graphcheck.params import Opaque, ParamKind, ParamSpec, decode
+    from graphcheck.record import LaunchRecord
+
+    spec = ParamSpec("blob", ParamKind.OPAQUE, None, 4, dtype="MyNativeType")
+    bounds = ParamSpec("dim", ParamKind.BOUNDS, None, 0)
+    (value,) = decode((bounds, spec), (b"", b"\x01\x02\x03\x04")).values()
+    assert value == Opaque(b"\x01\x02\x03\x04", "MyNativeType")
+    assert "4 bytes 01020304" in str(value)
+    args = {"blob": value}
+    record = LaunchRecord("native", "custom_op", False, None, args, "cpu", 0, 0, None, None, -1, "", False, 1)
+    trace = gc.LaunchTrace()
+    trace._items = [record]
+    (note,) = checks.undecoded(trace)
+    assert "custom_op argument 'blob' has type MyNativeType, which graphcheck cannot decode" in note

@@ -40,6 +40,7 @@ import pytest
 import warp as wp
 
 import graphcheck as gc
+from tests.releases import needs_warp
 
 DEVICE = "cpu"
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,6 +78,10 @@ def examples():
         }
 
 
+FDTD_RELEASE = (1, 17)  # the first Warp that ships example_fdtd_3d
+
+
+@needs_warp(FDTD_RELEASE, "warp.examples.core.example_fdtd_3d")
 def test_fdtd_step_is_replay_safe():
     from warp.examples.core.example_fdtd_3d import Example
 

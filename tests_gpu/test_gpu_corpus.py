@@ -43,6 +43,13 @@ def test_safe_producer_passes_the_graph_cross_check_and_replays(producer, device
     checked = gc.capture(p.step, device=device, owners=(p,))
     assert checked.ok, str(checked.report)
     assert "graph" in checked.report.checks, checked.report.notes
+    assert not [n for n in checked.report.notes if "cross-check" in n], checked.report.notes  # nor partial
+    unaccounted = [
+        (n.index, n.type, n.name, n.role)
+        for n in checked.graph_match.nodes
+        if n.role in ("unrecorded", "foreign", "unread") or (n.record is None and n.role == "structure")
+    ]
+    assert not unaccounted, unaccounted  # every node of a safe producer is attributed
     checked.launch()
     checked.launch()
     wp.synchronize_device(device)

@@ -22,7 +22,7 @@ def test_cuda_launch_is_recorded_with_its_native_arguments(device):
     assert record.args["s"] == 2.5 and record.args["n"] == 3
     assert record.param_bytes[3] == bytes(ctypes.c_float(2.5))
     assert record.param_bytes[1] == bytes(a.__ctype__())
-    assert record.node is None, "not captured"
+    assert record.capture is None, "not captured"
 
 
 def test_cuda_copy_memset_and_fill_are_recorded(device):
@@ -44,5 +44,7 @@ def test_operations_inside_a_cuda_capture_learn_their_graph_node(device):
         wp.copy(a, b)
     top = _warp.graph_handle(capture.graph)
     for record in trace:
-        assert record.node is not None and record.node[0] == top and record.node[1], record
-    assert len({r.node[1] for r in trace}) == 3
+        assert record.capture is not None and record.capture.graph == top and record.capture.after, record
+    assert len({r.capture.after for r in trace}) == 3
+    # Each operation's span holds exactly its own node: before one is after the previous.
+    assert [r.capture.before for r in trace][1:] == [r.capture.after for r in trace][:-1]

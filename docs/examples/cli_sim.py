@@ -4,6 +4,7 @@
     graphcheck check cli_sim:make_sim    # validates Sim.step with a reference call
 """
 
+import numpy as np
 import warp as wp
 
 N = 64
@@ -28,9 +29,10 @@ class Sim:
         self.v = wp.ones(N, dtype=float, device=device)
 
     def step(self):
-        scratch = wp.zeros(N, dtype=float, device=self.device)  # allocated in the call
-        wp.launch(square, dim=N, inputs=[self.x, scratch], device=self.device)
-        wp.launch(blend, dim=N, inputs=[scratch, self.v, self.x], device=self.device)
+        noise = np.random.default_rng().random(N, dtype=np.float32)  # new host data every call
+        jitter = wp.array(noise, dtype=float, device=self.device)  # uploaded in the call
+        wp.launch(square, dim=N, inputs=[self.x, jitter], device=self.device)
+        wp.launch(blend, dim=N, inputs=[jitter, self.v, self.x], device=self.device)
 
 
 def make_sim(device=None):

@@ -1,5 +1,6 @@
 """graphcheck's pytest plugin in a user's test suite (run: pytest docs/examples/plugin_suite.py)."""
 
+import numpy as np
 import pytest
 import warp as wp
 
@@ -39,6 +40,6 @@ def test_training_loop():
     sim.step()
     with wp.ScopedCapture() as capture:  # guarded: no per-call allocations, no foreign buffers
         sim.step()
-        scratch = wp.zeros(N, dtype=float)  # a per-call allocation
-        wp.launch(square, dim=N, inputs=[sim.x, scratch])
+        host = wp.array(np.linspace(0.0, 1.0, N, dtype=np.float32))  # host data uploaded in the call
+        wp.launch(square, dim=N, inputs=[host, sim.x])
     wp.capture_launch(capture.graph)

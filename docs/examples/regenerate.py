@@ -26,7 +26,7 @@ CPU = [
     DOCS / "examples" / "tracing.py",
     *(DOCS / "findings" / "examples" / f"{name}.py" for name in (
         "scalar_drift", "buffer_drift", "per_call_allocation", "launch_sequence_drift", "dim_drift",
-        "copy_drift", "foreign_buffer", "stale_pointer", "capture_error",
+        "copy_drift", "foreign_buffer", "stale_pointer", "capture_error", "replay_divergence", "shared_buffer",
     )),
 ]
 GPU = [DOCS / "findings" / "examples" / f"{name}.py" for name in ("stream_drift", "unrecorded_node", "node_mismatch")]

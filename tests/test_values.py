@@ -1,0 +1,215 @@
+"""Proof by values (``gc.verify_replay``) on real Warp kernels on the CPU."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+import pytest
+import warp as wp
+
+import graphcheck as gc
+from graphcheck.values import compare
+from tests import value_producers as P
+
+DEVICE = "cpu"
+
+
+@wp.kernel
+def _add_one(x: wp.array(dtype=Any)):
+    i = wp.tid()
+    x[i] = x[i] + x.dtype(1)
+
+
+def test_warp_replays_one_overload_for_both():
+    """The Warp behaviour itself (1.19.0), with no graphcheck: two overloads of one generic kernel,
+    both built before the capture, launched in one CPU capture. Replay differs from eager stepping."""
+    a = wp.zeros(3, dtype=wp.float32, device=DEVICE)
+    b = wp.zeros(3, dtype=wp.float64, device=DEVICE)
+
+    def step():
+        wp.launch(_add_one, dim=3, inputs=[a], device=DEVICE)
+        wp.launch(_add_one, dim=3, inputs=[b], device=DEVICE)
+
+    step()  # builds both overloads into one module
+    with wp.ScopedCapture(device=DEVICE) as capture:
+        step()
+    a.zero_()
+    b.zero_()
+    wp.capture_launch(capture.graph)
+    assert b.numpy().tolist() == [1.0, 1.0, 1.0]
+    assert a.numpy().tolist() != [1.0, 1.0, 1.0]  # eager stepping gives [1, 1, 1]
+
+
+def test_overloads_are_a_replay_divergence_the_structure_cannot_see():
+    report = gc.verify_replay(P.Overloads, device=DEVICE, on_failure="ignore")
+    assert set(report.kinds()) == {"replay-divergence"}, str(report)
+    (finding,) = report.findings
+    assert finding.detail["buffer"] == "producer.a"
+    assert finding.detail["step"] == 2  # the first replay
+    assert finding.detail["element"] == [0]
+    assert finding.reference == 2.0 and finding.captured != 2.0
+    assert finding.detail["elements differing"] == P.N
+    assert finding.site is not None and finding.site.function == "Overloads.step"
+    assert "producer.a after step 2" in finding.message
+    assert set(report.checks) >= {"compare", "ownership", "replay", "values"}
+    # The capture's own checks find nothing: only the values show it.
+    checked = gc.capture(P.Overloads(DEVICE).step, device=DEVICE)
+    assert checked.ok
+
+
+def test_cast_in_both_directions_diverges():
+    report = gc.verify_replay(P.CastBothWays, device=DEVICE, on_failure="ignore")
+    assert set(report.kinds()) == {"replay-divergence"}, str(report)
+    assert {f.detail["step"] for f in report.findings} == {2}
+
+
+def test_plain_producer_replays_what_eager_stepping_computes():
+    report = gc.verify_replay(P.Plain, steps=5, device=DEVICE)
+    assert report.ok, str(report)
+    assert "values" in report.checks
+    # The claim, checked by hand: five eager steps equal a reference step and four replays.
+    eager, replayed = P.Plain(DEVICE), P.Plain(DEVICE)
+    for _ in range(5):
+        eager.step()
+    checked = gc.capture(replayed.step, device=DEVICE)
+    for _ in range(4):
+        checked.launch()
+    np.testing.assert_array_equal(eager.x.numpy(), replayed.x.numpy())
+
+
+def test_divergence_raises_by_default_with_the_report():
+    with pytest.raises(gc.GraphCheckError) as error:
+        gc.verify_replay(P.Overloads, device=DEVICE)
+    assert error.value.report.of_kind("replay-divergence")
+
+
+def test_a_frozen_scalar_shows_in_the_structure_and_in_the_values():
+    report = gc.verify_replay(P.Timestamp, device=DEVICE, on_failure="ignore")
+    assert set(report.kinds()) == {"scalar-drift", "replay-divergence"}, str(report)
+    (diverged,) = report.of_kind("replay-divergence")
+    assert diverged.detail["buffer"] == "producer.x"
+    # Captured on its second call, the graph replays dt=0.2: equal to eager stepping at step 2, not after.
+    assert diverged.detail["step"] == 3
+
+
+def test_a_factory_and_a_step_closure():
+    def make(device):
+        x = wp.zeros(4, dtype=float, device=device)
+        v = wp.ones(4, dtype=float, device=device)
+
+        def step():
+            wp.launch(P.integrate, dim=4, inputs=[x, v, 0.5], device=device)
+
+        return step
+
+    report = gc.verify_replay(make, device=DEVICE)
+    assert report.ok, str(report)
+    assert report.name.endswith("step")
+
+
+def test_a_factory_without_device_and_another_method():
+    class Sim(P.Plain):
+        def advance(self):
+            self.step()
+
+    report = gc.verify_replay(lambda: Sim(DEVICE), method="advance", device=DEVICE)
+    assert report.ok, str(report)
+
+
+def test_producers_that_differ_after_one_eager_step_are_refused():
+    with pytest.raises(ValueError, match=r"differ after one eager step each: producer\.x .*seed random numbers"):
+        gc.verify_replay(P.Random, device=DEVICE)
+
+
+def test_memory_not_written_yet_is_compared_once_written_alike():
+    report = gc.verify_replay(P.Unwritten, device=DEVICE)
+    assert report.ok, str(report)
+    (note,) = [n for n in report.notes if "before any step" in n]
+    assert "not compared: producer.spare (4)" in note and "producer.scratch" not in note
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"steps": 0}, ValueError, "steps must be an integer >= 1, got 0"),
+        ({"steps": 1}, ValueError, "steps must be at least 2: step 1 is the captured producer's reference call"),
+        ({"atol": -1.0}, ValueError, "atol must be a number >= 0"),
+        ({"rtol": float("nan")}, ValueError, "rtol must be a number >= 0"),
+        ({"on_failure": "explode"}, ValueError, "on_failure must be one of"),
+        ({"method": "run"}, TypeError, r"no run\(\) method; pass method="),
+        ({"device": "cuda:7"}, ValueError, "cannot capture on device 'cuda:7'"),
+    ],
+)
+def test_bad_arguments_are_one_clear_error(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        gc.verify_replay(P.Plain, **{"device": DEVICE, **kwargs})
+
+
+def test_make_must_be_callable():
+    with pytest.raises(TypeError, match="make must build a producer"):
+        gc.verify_replay(P.Plain(DEVICE), device=DEVICE)
+
+
+def test_the_users_own_exception_propagates():
+    class Broken(P.Plain):
+        def step(self):
+            raise KeyError("mine")
+
+    with pytest.raises(KeyError, match="mine"):
+        gc.verify_replay(Broken, device=DEVICE)
+
+
+# -- comparing buffers ---------------------------------------------------------------------
+
+
+def _pair(a, b, dtype=float):
+    return wp.array(np.asarray(a), dtype=dtype, device=DEVICE), wp.array(np.asarray(b), dtype=dtype, device=DEVICE)
+
+
+def test_compare_is_bitwise_by_default():
+    assert compare("x", *_pair([1.0, 0.0], [1.0, 0.0])) is None
+    found = compare("x", *_pair([1.0, 0.0], [1.0, -0.0]))
+    assert found is not None and found.index == (1,) and found.count == 1
+    nan = np.float32("nan")
+    assert compare("x", *_pair([nan], [nan])) is None
+
+
+def test_compare_with_tolerances():
+    eager, replayed = _pair([1.0, 100.0, 3.0], [1.0 + 1e-6, 100.001, 3.5])
+    assert compare("x", eager, replayed, atol=0.0, rtol=0.0).count == 3
+    found = compare("x", eager, replayed, atol=1e-5, rtol=1e-4)
+    assert found is not None and found.count == 1 and found.index == (2,)
+    assert found.largest == pytest.approx(0.5)
+    assert compare("x", eager, replayed, atol=0.6) is None
+
+
+def test_compare_vectors_and_2d_arrays():
+    a = wp.array(np.zeros((2, 3, 3), dtype=np.float32), dtype=wp.vec3, device=DEVICE)
+    b = wp.array(np.zeros((2, 3, 3), dtype=np.float32), dtype=wp.vec3, device=DEVICE)
+    b_host = b.numpy()
+    b_host[1, 2, 0] = 4.0
+    b.assign(b_host)
+    found = compare("v", a, b)
+    assert found is not None and found.index == (1, 2) and found.replayed == (4.0, 0.0, 0.0)
+    assert found.total == 6 and found.count == 1
+
+
+def test_buffers_swapped_by_the_captures_own_call_diverge_at_once():
+    """The capture's call runs the step's Python (here, an odd number of swaps) without its kernels:
+    the replayed producer differs from the first step on, and the structure says why."""
+    from examples import cloth
+
+    make = functools.partial(cloth.NaiveOddSubstepCloth, size=8, iterations=4, substeps=3)
+    report = gc.verify_replay(make, device=DEVICE, on_failure="ignore")
+    assert {"buffer-drift", "replay-divergence"} <= set(report.kinds()), str(report)
+    assert {f.detail["step"] for f in report.of_kind("replay-divergence")} == {1}
+
+
+def test_an_array_only_eager_stepping_makes_is_a_divergence():
+    report = gc.verify_replay(P.GrowsOnThirdCall, device=DEVICE, on_failure="ignore")
+    assert set(report.kinds()) == {"replay-divergence"}, str(report)
+    (finding,) = report.findings
+    assert finding.detail["step"] == 3 and finding.detail["buffer"] == "producer.history"
+    assert "float32[4] on cpu stepping eagerly, no array replayed" in finding.message
