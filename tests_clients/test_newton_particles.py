@@ -12,16 +12,10 @@ import warp as wp
 
 import graphcheck as gc
 
-from .twins import Twins, WrongVerdict, assert_caught, assert_no_finding, bytes_of, replay_against_twin
+from .twins import Twins, assert_caught, assert_no_finding, bytes_of, replay_against_twin
 
 pytest.importorskip("newton", reason="needs newton: nox -s clients installs it")
 import newton
-
-OWNER_HELD_TEMPORARY = (
-    "a temporary made during the call that an owner still holds when it ends (SolverXPBD's "
-    "self.particle_q_init = wp.clone(...), solver_xpbd.py:569) is named 'temporary #3' in the reference call "
-    "and by the owner's attribute in the capture, so it is reported as buffer-drift instead of matched by order"
-)
 
 
 class Particles:
@@ -80,7 +74,6 @@ def test_the_hash_grid_is_recorded():
     assert sum(record.kernel == "hash_grid_update_host" for record in trace) == example.substeps
 
 
-@pytest.mark.xfail(strict=True, raises=WrongVerdict, reason=OWNER_HELD_TEMPORARY)
 def test_simulate_replays_right_and_has_no_finding():
     twins = Twins(Particles)
     checked = gc.capture(twins.subject.simulate, owners=(twins.subject,), on_failure="ignore")
@@ -99,7 +92,6 @@ def test_an_odd_substep_count_builds_the_grid_from_the_other_buffer():
     assert_caught(checked.report, "buffer-drift", ["points", "particle_x", "x_new"])
 
 
-@pytest.mark.xfail(strict=True, raises=WrongVerdict, reason=OWNER_HELD_TEMPORARY)
 def test_a_cohesion_ramp_drifts_the_grid_radius_and_the_kernel():
     twins = Twins(CohesiveParticles)
     checked = gc.capture(twins.subject.simulate, owners=(twins.subject,), on_failure="ignore")
