@@ -52,14 +52,19 @@ def _where(diff: Difference) -> str:
 
 
 def drift(
-    reference: LaunchTrace, captured: LaunchTrace, buffers: BufferSet | None, *, strict: bool = False
+    reference: LaunchTrace,
+    captured: LaunchTrace,
+    buffers: BufferSet | None,
+    *,
+    strict: bool = False,
+    notes: list[str] | None = None,
 ) -> list[Finding]:
     """Findings for every way the captured call differs from the reference call.
 
     Temporaries the two calls made are matched by allocation order, not by address; an
     argument that points into a buffer :func:`allocations` reports is left to it.
     """
-    diffs = compare_traces(reference, captured, buffers, streams=True)
+    diffs = compare_traces(reference, captured, buffers, streams=True, notes=notes)
     # Findings in report order; a group's key holds its place while the group fills up.
     findings: list[Finding | tuple[Any, ...]] = []
     groups: dict[tuple[Any, ...], list[Difference]] = {}
@@ -137,8 +142,17 @@ def _drift_finding(group: list[Difference]) -> Finding:
         reference=first.value_a,
         captured=first.value_b,
         values=values,
-        detail={"operations": [d.index_b for d in group], "reference index": first.index_a},
+        detail={"operations": [d.index_b for d in group], "reference index": first.index_a, **_per_argument(group)},
     )
+
+
+def _per_argument(group: list[Difference]) -> dict[str, Any]:
+    """Each array argument's values and the owned buffers they lie in, for JSON readers."""
+    arrays = {d.arg: d for d in group if d.is_array and d.arg and d.index_b == group[0].index_b}
+    if not arrays:
+        return {}
+    return {"arguments": {arg: {"reference": d.value_a, "captured": d.value_b, "reference buffer": d.where_a,
+                                "captured buffer": d.where_b} for arg, d in arrays.items()}}  # fmt: skip
 
 
 def _sequence_finding(run: list[Difference]) -> Finding:
@@ -194,11 +208,9 @@ def reported_allocation(alloc: Allocation, owned: BufferSet | None, strict: bool
     for the call is not, unless the owners hold that memory (a staging array they keep).
     With ``strict``, every buffer made during the call is reported.
     """
-    if strict:
-        return True
-    if not alloc.from_host:
-        return False
-    return not (alloc.how == "wrapped" and owned is not None and owned.find(alloc.start) is not None)
+    if alloc.how == "wrapped" and owned is not None and owned.find(alloc.start) is not None:
+        return False  # host memory the owners keep, wrapped: nothing was allocated
+    return strict or alloc.from_host
 
 
 def allocations(captured: LaunchTrace, owned: BufferSet | None = None, *, strict: bool = False) -> list[Finding]:
@@ -231,7 +243,7 @@ def allocations(captured: LaunchTrace, owned: BufferSet | None = None, *, strict
                 captured=alloc.label,
                 values=f"{alloc.label} made by {via} at {alloc.site.short} during the call {how}{more}",
                 detail={
-                    "allocated at": str(alloc.site),
+                    "allocated at": alloc.site,
                     "address": alloc.start,
                     "bytes": alloc.nbytes,
                     "how": alloc.how,

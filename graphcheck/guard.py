@@ -16,7 +16,6 @@ guard is then a plain ``wp.ScopedCapture`` and ``launch`` a plain ``wp.capture_l
 
 from __future__ import annotations
 
-import os
 import sys
 import weakref
 from collections.abc import Callable, Iterable
@@ -26,7 +25,9 @@ from typing import Any
 
 from . import _warp, checks, crosscheck
 from ._cuda import GraphInspectError
+from ._owners_probe import OwnersProbe, Unsupported
 from .buffers import BufferSet, buffers_of
+from .config import disabled_by_environment
 from .fallback import Fallback, check_fallback, on_failure_with
 from .findings import Allow, Finding, Report, act, allowances, check_on_failure, make_finding
 from .graph import GraphMatch, read_match
@@ -87,9 +88,9 @@ def _signature(buffers: BufferSet | None) -> tuple[Any, ...] | None:
 
 
 def checking_enabled() -> bool:
-    """False when the environment variable ``GRAPHCHECK_DISABLE`` is set (to anything but ``0``)."""
-    value = os.environ.get("GRAPHCHECK_DISABLE", "")
-    return value.strip() in ("", "0")
+    """False when the environment variable ``GRAPHCHECK_DISABLE`` is 1, true, yes or on
+    (any case); any other value, ``0`` and ``false`` included, leaves checking on."""
+    return not disabled_by_environment()
 
 
 @dataclass(frozen=True)
@@ -200,8 +201,9 @@ class CheckedGraph:
         report: the verdict on the capture site.
         trace: the operations the captured call recorded (None with checking disabled).
         device: the capture device.
-        replay_check: when :meth:`launch` runs :meth:`check_replay`: ``"first"`` (the first
-            launch only), ``"always"`` or ``"never"``.
+        replay_check: when :meth:`launch` runs :meth:`check_replay`: ``"always"`` (every
+            launch; a full check only when the owners' baked arrays changed), ``"first"``
+            (the first launch only) or ``"never"``.
         graph_match: on CUDA, the graph's nodes matched to the trace (None when the
             graph was not read).
         fallback: what :meth:`launch` runs in place of a graph that fails its checks
@@ -239,6 +241,7 @@ class CheckedGraph:
         self._on_failure = on_failure
         self._enabled = enabled
         self._replay_checked = False
+        self._probe: OwnersProbe | None = None  # after a clean full replay check
 
     @property
     def ok(self) -> bool:
@@ -279,11 +282,13 @@ class CheckedGraph:
         __tracebackhide__ = True
         name, device = self.report.name, self.device
         if not self._enabled:
-            return Report(name=name, device=device, notes=["checking disabled by GRAPHCHECK_DISABLE"])
+            return Report(name=name, device=device, skipped=[("replay", "checking disabled by GRAPHCHECK_DISABLE")])
         if self.graph is None:
             raise RuntimeError(f"there is no graph to replay: the capture failed.\n{self.report}")
         if self._owners is None:
-            return Report(name=name, device=device, notes=["no owners to check the graph's addresses against"])
+            return Report(
+                name=name, device=device, skipped=[("replay", "no owners to check the graph's addresses against")]
+            )
         owned = self.owned_buffers()
         stale: dict[int, list[Any]] = {}
         for baked in self._baked:
@@ -353,9 +358,32 @@ class CheckedGraph:
         if self._enabled and (
             self.replay_check == "always" or (self.replay_check == "first" and not self._replay_checked)
         ):
-            self.check_replay(_stacklevel=_stacklevel)
+            self._replay_report(None, _stacklevel)
             self._replay_checked = True
         _warp.capture_launch(self.graph, stream=stream)
+
+    def _replay_report(self, on_failure: str | None, stacklevel: int) -> Report | None:
+        """The replay check before a launch: None when nothing changed since a clean one.
+
+        The full check walks the owners; once it passed, a probe of the very arrays it
+        found answers "unchanged" in microseconds, and only a change walks again.
+        """
+        if self._probe is not None and self._probe.unchanged():
+            return None
+        report = self.check_replay(on_failure, _stacklevel=stacklevel + 1)
+        clean = "replay" in report.checks and not report.findings and not report.suppressed
+        self._probe = self._owners_probe() if clean else None
+        return report
+
+    def _owners_probe(self) -> OwnersProbe | None:
+        owners = self._owners
+        if not isinstance(owners, tuple):
+            return None  # a BufferSet: its check walks nothing
+        labels = [baked.label for baked in self._baked if baked.label is not None]
+        try:
+            return OwnersProbe(owners, labels, single=len(owners) == 1)
+        except Unsupported:
+            return None
 
     def _adopt(self, other: CheckedGraph) -> None:
         """Take over another capture's graph and verdict, keeping this site's settings (``"recapture"``)."""
@@ -389,8 +417,8 @@ class GraphGuard:
             (:class:`GraphCheckWarning`), ``"log"`` (a warning on the ``graphcheck``
             logger) or ``"ignore"`` (keep the report, do nothing).
         allow: finding kinds, or :class:`Allow` objects, to accept.
-        replay_check: when :meth:`launch` checks the baked addresses: ``"first"``,
-            ``"always"`` or ``"never"``.
+        replay_check: when :meth:`launch` checks the baked addresses: ``"always"``
+            (default), ``"first"`` or ``"never"``.
         revalidate: validate again a site that passed before in this process (by
             default, a second capture at the same place skips the reference call and
             the comparison).
@@ -421,7 +449,7 @@ class GraphGuard:
         *,
         on_failure: str = "raise",
         allow: Iterable[Allow | str] | Allow | str | None = None,
-        replay_check: str = "first",
+        replay_check: str = "always",
         revalidate: bool = False,
         allow_foreign_nodes: bool = False,
         strict_ownership: bool = False,
@@ -541,11 +569,12 @@ class GraphGuard:
         if exc is not None:
             if not (self.enabled and _is_capture_error(exc)):
                 note = f"the guarded block raised {type(exc).__name__}: nothing was checked"
-                self.report = Report(name=self.name, device=self.device, notes=[note])
+                self.report = Report(name=self.name, device=self.device, skipped=[("all checks", note)])
                 return False  # the user's own exception propagates unchanged
             capture_error = exc
         if not self.enabled:
-            self.report = Report(name=self.name, device=self.device, notes=["checking disabled by GRAPHCHECK_DISABLE"])
+            self.report = Report(name=self.name, device=self.device,
+                                 skipped=[("all checks", "checking disabled by GRAPHCHECK_DISABLE")])  # fmt: skip
             self.checked = self._checked(list, None)
             return False
         if self._reused is not None and capture_error is None:
@@ -570,7 +599,7 @@ class GraphGuard:
             self.report = self._analyze(trace, user, owned)
         match = self._graph_match
         self.checked = self._checked(lambda: self._baked(trace, user, owned, match), trace)
-        if self.report.ok and self._reference_trace is not None and self._key is not None:
+        if not self.report.findings and self._reference_trace is not None and self._key is not None:
             # While the validated graph lives, a later capture of the same buffers bakes the
             # addresses it baked: its replay check can serve the new graph too.
             entry = _Validated(self._key[1], self.report, _signature(owned), weakref.ref(self.checked))
@@ -604,19 +633,18 @@ class GraphGuard:
         for the graph cross-check); ``user`` the operations the call itself issued."""
         findings: list[Finding] = []
         ran = []
-        notes = []
+        notes: list[str] = []
+        skipped: list[tuple[str, str]] = []
         validated_before = self._reference_trace is None and self.reference is not None
         strict = self.strict_ownership
         if self._reference_trace is not None:
-            findings += checks.drift(self._reference_trace, user, owned, strict=strict)
+            findings += checks.drift(self._reference_trace, user, owned, strict=strict, notes=notes)
             ran.append("compare")
         elif validated_before:
-            notes.append(
-                "validated before in this process: the reference call, the comparison and the ownership check"
-                " were skipped (revalidate=True runs them all)"
-            )
+            why = "validated before in this process (revalidate=True runs it again)"
+            skipped += [("compare", why), ("ownership", why)]
         else:
-            notes.append("no reference call: the comparison did not run")
+            skipped.append(("compare", "no reference call (pass reference=, or use graphcheck.capture)"))
         if user.allocations:
             findings += checks.allocations(user, owned, strict=strict)
             temporaries = checks.graph_owned(user, owned, strict=strict)
@@ -640,20 +668,21 @@ class GraphGuard:
             findings += checks.ownership(user, owned, held)
             ran.append("ownership")
         elif owned is None:
-            notes.append("no owners: the ownership check did not run and replays are not checked")
+            skipped += [("ownership", "no owners (pass owners=)"), ("replay", "no owners: replays are not checked")]
         if self.graph is not None and _warp.graph_handle(self.graph):
             try:  # read once: the replay check's addresses and the picture use the same match
                 self._graph_match = read_match(self.graph, trace)
             except GraphInspectError as error:
-                notes.append(f"the CUDA graph was not cross-checked: {error}")
+                skipped.append(("graph", f"the captured CUDA graph could not be read: {error}"))
             else:
                 result = crosscheck.check(self._graph_match, allow_foreign_nodes=self.allow_foreign_nodes)
                 findings += result.findings
-                notes += [f"the graph cross-check is partial: {note}" for note in result.notes]
                 if result.complete:
                     ran.append("graph")
+                else:
+                    skipped.append(("graph", "the cross-check is partial: " + "; ".join(result.notes)))
         elif not self.device.startswith("cpu"):
-            notes.append("the captured CUDA graph could not be read: its nodes were not cross-checked")
+            skipped.append(("graph", "the captured CUDA graph could not be read: its nodes were not cross-checked"))
         return Report(
             findings,
             allow=self.allow,
@@ -661,6 +690,7 @@ class GraphGuard:
             device=self.device,
             operations=len(user),
             checks=ran,
+            skipped=skipped,
             notes=notes,
         )
 
@@ -679,8 +709,14 @@ class GraphGuard:
     def _baked(
         self, trace: LaunchTrace, user: LaunchTrace, owned: BufferSet | None, match: GraphMatch | None
     ) -> list[_Baked]:
+        def baked(start: int, nbytes: int, index: int, record: LaunchRecord, arg: str) -> _Baked:
+            # A temporary the capture made is the graph's own (a memory-pool allocation node
+            # on CUDA, retained on the CPU): live however the owners hold it later.
+            graph_owned = user.allocation_at(start, record.seq) is not None
+            return _Baked.at(start, nbytes, None if graph_owned else owned, index, record, arg)
+
         out = [
-            _Baked.at(address.start, address.nbytes, owned, index, record, address.arg)
+            baked(address.start, address.nbytes, index, record, address.arg)
             for index, record in enumerate(user.records)
             for address in record.addresses()
         ]
@@ -689,7 +725,7 @@ class GraphGuard:
             read = match.addresses()
             records = trace.records
             out = [b for b in out if b.index not in read] + [
-                _Baked.at(a.start, a.nbytes, owned, a.operation, records[a.record], a.arg)
+                baked(a.start, a.nbytes, a.operation, records[a.record], a.arg)
                 for addresses in read.values()
                 for a in addresses
             ]
@@ -784,7 +820,7 @@ def capture(
     reference: bool | Callable[[], Any] | None = True,
     on_failure: str = "raise",
     allow: Iterable[Allow | str] | Allow | str | None = None,
-    replay_check: str = "first",
+    replay_check: str = "always",
     revalidate: bool = False,
     allow_foreign_nodes: bool = False,
     strict_ownership: bool = False,
@@ -810,7 +846,8 @@ def capture(
             instead, or False/None for no reference call.
         on_failure: ``"raise"``, ``"warn"``, ``"log"`` or ``"ignore"`` (see :class:`GraphGuard`).
         allow: finding kinds, or :class:`Allow` objects, to accept.
-        replay_check: when :meth:`CheckedGraph.launch` checks the baked addresses.
+        replay_check: when :meth:`CheckedGraph.launch` checks the baked addresses
+            (``"always"``, ``"first"`` or ``"never"``).
         revalidate: validate again a site that passed before in this process.
         allow_foreign_nodes: on CUDA, accept graph nodes no Warp operation made.
         strict_ownership: report device temporaries made during the call too (see

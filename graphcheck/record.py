@@ -113,9 +113,11 @@ class LaunchRecord:
         internal: whether Warp issued it on its own behalf (the copy inside
             ``wp.clone``, the memset inside ``wp.zeros``).
         replay: whether it is the replay of a recorded ``wp.Launch`` command.
-        nested: whether it ran inside the body of a ``wp.capture_if`` or
-            ``wp.capture_while`` (the conditional itself is a record of kind
-            ``"conditional"``).
+        nested: inside the body of a ``wp.capture_if`` or ``wp.capture_while`` (the
+            conditional itself is a record of kind ``"conditional"``): ``(conditional's
+            seq, branch, iteration)``, the branch being ``"on_true"``, ``"on_false"`` or
+            ``"while_body"``; True for work inside the conditional outside a body; else
+            False.
         seq: position in the process-wide order of operations and allocations.
         capture: on CUDA inside a capture, where the capturing stream stood before and
             after the operation (a :class:`~graphcheck.nodes.CaptureSpan`: the graph and
@@ -192,7 +194,7 @@ class LaunchRecord:
         self._dim = dim
         self._layout: tuple[ParamSpec, ...] | None = None
         self._key: tuple[Any, ...] | None = None
-        self.nested = False
+        self.nested: tuple[int, str, int] | bool = False
         self.capture: CaptureSpan | None = None
 
     # -- what -----------------------------------------------------------------------------
@@ -396,6 +398,7 @@ class Allocation:
             ``wp.clone``...), ``"uploaded"`` (``wp.array(data)`` copied host data into
             it) or ``"wrapped"`` (host memory Warp aliased without copying).
         label: what it is: ``"float32[64] on cpu"``.
+        dtype: its element type's name (``"float32"``).
     """
 
     start: int
@@ -406,6 +409,7 @@ class Allocation:
     via: str
     how: str
     label: str
+    dtype: str = ""
 
     def __contains__(self, ptr: object) -> bool:
         return isinstance(ptr, int) and self.start <= ptr < self.end
@@ -470,6 +474,10 @@ class LaunchTrace:
         self.allocations: list[Allocation] = []
         self.host_syncs: list[HostSync] = []
         self._token: Any = None
+        # Where recording delivers: the list's own append while the trace records, `ended`
+        # (which drops what it is given) before and after. Set in one step, it is the one
+        # answer to "is this trace recording?".
+        self._append: Any = ended
         self._alloc_index: tuple[list[int], list[Allocation], list[int]] | None = None
         self._alloc_order: dict[Allocation, tuple[Site, int]] = {}
 
@@ -478,7 +486,7 @@ class LaunchTrace:
     def __enter__(self) -> LaunchTrace:
         from . import _session
 
-        if self._token is not None:
+        if self.recording:
             raise RuntimeError("this LaunchTrace is already recording; use a new trace_launches() for a nested trace")
         self._items = []
         self._materialized = 0
@@ -492,8 +500,8 @@ class LaunchTrace:
     def __exit__(self, *exc: object) -> None:
         from . import _session
 
-        token, self._token = self._token, None
-        _session.stop(token)
+        _session.stop(self, self._token)
+        self._token = None
 
     @property
     def records(self) -> list[LaunchRecord]:
@@ -510,7 +518,7 @@ class LaunchTrace:
     @property
     def recording(self) -> bool:
         """Whether the trace is recording right now."""
-        return self._token is not None
+        return self._append is not ended
 
     # -- sequence -------------------------------------------------------------------------
 
@@ -577,22 +585,24 @@ class LaunchTrace:
         return best
 
     def allocation_order(self, alloc: Allocation) -> tuple[Site, int]:
-        """``(site, k)``: ``alloc`` is the k-th allocation (from 0) of its kind (dtype, shape,
-        device) this trace saw at its site.
+        """``(site, k)``: ``alloc`` is the k-th allocation (from 0) of its element type and
+        device this trace saw at its site.
 
         Two calls of the same code make their temporaries in the same order; this is how
         they are matched, since the allocator may hand out other addresses each time.
         """
         order = self._alloc_order
         if len(order) != len(self.allocations):
-            # Counted per kind of buffer (dtype, shape, device) too: a cache a Warp call
-            # fills on its first call only (a quadrature's points) must not shift the count
-            # of the result buffers the same line makes on every call.
-            counts: dict[tuple[Site, str], int] = {}
+            # Counted per element type and device too: a cache a Warp call fills on its
+            # first call only (a quadrature's points) must not shift the count of the
+            # result buffers the same line makes on every call. Not per size: scratch
+            # sized by a host count is the same temporary in every call.
+            counts: dict[tuple[Site, str, str], int] = {}
             order.clear()
             for a in self.allocations:
-                k = counts.get((a.site, a.label), 0)
-                counts[(a.site, a.label)] = k + 1
+                key = (a.site, a.dtype, a.device)
+                k = counts.get(key, 0)
+                counts[key] = k + 1
                 order[a] = (a.site, k)
         return order[alloc]
 
@@ -700,14 +710,42 @@ class CapturedParams:
         return tuple(params)
 
 
+def ended(item: Any) -> None:
+    """Where recording delivers to a trace that is not recording: nowhere."""
+
+
+#: Objects a kept record names by id (kernels and code objects of the recording fast
+#: path), held for good so that an id is never reused; and the parameter sizes of each
+#: held kernel's launches, by ``(id, adjoint)``.
+_held: dict[int, Any] = {}
+_param_slices: dict[tuple[int, bool], tuple[tuple[int, int], ...]] = {}
+
+
+def hold(obj: Any) -> int:
+    """Keep ``obj`` for good; returns its id, by which records name it."""
+    _held.setdefault(id(obj), obj)
+    return id(obj)
+
+
+def hold_param_sizes(kernel: Any, adjoint: bool, sizes: tuple[int, ...]) -> None:
+    """How one parameter block of ``kernel`` splits into parameters."""
+    slices, offset = [], 0
+    for size in sizes:
+        slices.append((offset, offset + size))
+        offset += size
+    _param_slices[(hold(kernel), adjoint)] = tuple(slices)
+
+
 def _from_raw(raw: tuple[Any, ...]) -> LaunchRecord:
-    # See graphcheck._session: eager CPU launches (7 items) and CPU launches inside a
-    # capture (8 items: the block size asked for comes last).
-    kernel, adjoint, params, max_blocks, code, lasti, seq = raw[:7]
+    # See graphcheck._session: eager CPU launches (7 items: the parameter block as one
+    # bytes) and CPU launches inside a capture (8 items: the block size asked for last).
+    kernel_id, adjoint, params, max_blocks, code_id, lasti, seq = raw[:7]
+    if type(params) is bytes:
+        params = tuple([params[start:end] for start, end in _param_slices[(kernel_id, adjoint)]])
     block_dim = _warp.resolve_block_dim("cpu", raw[7]) if len(raw) > 7 else 1
     return LaunchRecord(
-        "launch", kernel, adjoint, params, None, "cpu", block_dim, max_blocks or 0, None, code, lasti, "launch",
-        False, seq,
+        "launch", _held[kernel_id], adjoint, params, None, "cpu", block_dim, max_blocks or 0, None, _held[code_id],
+        lasti, "launch", False, seq,
     )  # fmt: skip
 
 

@@ -203,8 +203,9 @@ def test_the_environment_switch_turns_checking_off(monkeypatch):
     assert not gc.checking_enabled()
     sim = P.HostCounter(DEVICE)
     checked = gc.capture(sim.step, device=DEVICE, owners=(sim,))
-    assert checked.ok and "disabled" in checked.report.notes[0]
-    assert "was not checked" in checked.report.headline()
+    assert checked.report.status == "not-checked" and not checked.ok
+    assert "disabled" in checked.report.skipped[0][1]
+    assert "NOT checked" in checked.report.headline()
     assert sim.frame == 1, "no reference call"
     sim.after_capture()
     checked.launch()
@@ -303,8 +304,8 @@ def test_replay_check_without_owners_says_so():
     with gc.GraphGuard(device=DEVICE) as guard:
         sim.step()
     report = guard.check_replay()
-    assert report.ok and not report.checks
-    assert "was not checked" in report.headline() and "no owners" in report.headline()
+    assert report.status == "not-checked" and not report.ok and not report.checks
+    assert "NOT checked" in report.headline() and "no owners" in report.headline()
 
 
 def test_warnings_point_at_the_users_line():
@@ -361,9 +362,11 @@ def test_a_guard_without_reference_or_owners_says_what_it_did_not_check():
     sim = P.DeviceCounter(DEVICE)
     with gc.GraphGuard(device=DEVICE) as guard:
         sim.step()
-    notes = " ".join(guard.report.notes)
-    assert "no reference call" in notes and "no owners" in notes
+    skipped = dict(guard.report.skipped)
+    assert "no reference call" in skipped["compare"] and "no owners" in skipped["ownership"]
     assert guard.report.checks == ("allocations",)
+    assert guard.report.status == "partial" and not guard.report.ok
+    assert "NOT checked: compare, ownership, replay" in guard.report.headline()
 
 
 def test_two_foreign_buffers_are_a_buffer_drift():
@@ -501,3 +504,71 @@ def test_an_operation_warp_cannot_capture_is_a_capture_error_with_warps_reason()
     (finding,) = checked.report.findings
     assert finding.kind == "capture-error"
     assert "readbacks" not in finding.fix and "outside the captured call" in finding.fix
+
+
+def test_a_body_the_reference_call_did_not_run_is_noted_not_passed():
+    class Branch(P.Producer):
+        def __init__(self, device):
+            super().__init__(device)
+            self.flag = wp.zeros(1, dtype=int, device=device)  # the reference call takes on_false
+
+        def step(self):
+            wp.capture_if(
+                self.flag,
+                on_true=lambda: self.launch(K.add_one, [self.x]),
+                on_false=lambda: self.launch(K.add_one, [self.v]),
+            )
+
+    sim = Branch(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,))
+    assert checked.report.ok
+    assert any("on_true body of wp.capture_if" in note and "could not be compared" in note
+               for note in checked.report.notes), checked.report.notes  # fmt: skip
+
+
+def test_a_swapped_structure_id_is_buffer_drift():
+    class TwoGrids(P.HashGridRebuild):
+        def __init__(self, device):
+            super().__init__(device)
+            self.other = wp.HashGrid(4, 4, 4, device=device)
+            self.other.build(self.points, radius=0.25)
+            self.grid.build(self.points, radius=0.25)
+
+        def step(self):
+            self.launch(K.count_neighbors, [self.grid.id, self.points, self.x])
+            self.grid, self.other = self.other, self.grid
+
+    sim = TwoGrids(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), on_failure="ignore")
+    (finding,) = checked.report.findings
+    assert (finding.kind, finding.arg) == ("buffer-drift", "grid"), str(checked.report)
+    assert "owner.grid.id in the reference call, owner.other.id captured" in finding.message
+
+
+def test_a_temporary_the_owner_drops_after_capture_is_still_the_graphs():
+    class KeptTemp(P.Producer):
+        def step(self):
+            self.scratch = wp.zeros(P.N, dtype=float, device=self.device)
+            self.launch(K.square, [self.x, self.scratch])
+            self.launch(K.axpy, [self.scratch, self.v, 1.0])
+
+    sim = KeptTemp(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,))
+    sim.scratch = None
+    assert checked.check_replay().ok
+
+
+def test_scratch_sized_by_a_host_count_is_the_same_temporary():
+    class Growing(P.Producer):
+        def __init__(self, device):
+            super().__init__(device)
+            self.frame = 0
+
+        def step(self):
+            self.frame += 1
+            scratch = wp.zeros(P.N + self.frame, dtype=float, device=self.device)[: P.N]
+            self.launch(K.square, [self.x, scratch])
+            self.launch(K.axpy, [scratch, self.v, 1.0])
+
+    sim = Growing(DEVICE)
+    assert gc.capture(sim.step, device=DEVICE, owners=(sim,)).report.ok
