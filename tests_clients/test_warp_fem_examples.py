@@ -20,6 +20,11 @@ import graphcheck as gc
 
 from .twins import Twins, WrongVerdict, assert_no_finding, replay_against_twin
 
+LAZY_QUADRATURE = (
+    "graphcheck matches temporaries by allocation order over the whole call, and the quadrature arrays warp.fem "
+    "makes once in the reference call (and caches) shift it: buffer-drift 'temporary #1 ... in the reference "
+    "call, temporary #0 captured' on wp.integrate's scratch (passed on main b4429b1, back on dde8646)"
+)
 WARP_FEM_CACHE = (
     "graphcheck reports as foreign-buffer the quadrature points and weights that warp.fem made in an earlier "
     "call and keeps in a class-level cache (RegularQuadrature.CachedFormula._cache): they live for the process "
@@ -42,7 +47,11 @@ def cold_quadrature_cache(Example):
 @pytest.mark.parametrize(
     "cache",
     [
-        pytest.param(cold_quadrature_cache, id="made-in-the-reference-call"),
+        pytest.param(
+            cold_quadrature_cache,
+            id="made-in-the-reference-call",
+            marks=pytest.mark.xfail(strict=True, raises=WrongVerdict, reason=LAZY_QUADRATURE),
+        ),
         pytest.param(
             warm_quadrature_cache,
             id="cached-before",
@@ -69,4 +78,4 @@ def test_taylor_green_replay_divergence_is_shown_by_values():
         lambda: Example(quiet=True, resolution=6, degree=1), steps=3, method="simulate", on_failure="ignore"
     )
     assert "replay-divergence" in set(report.kinds())
-    assert "producer._u_field._dof_values" in {f.detail["buffer"] for f in report.findings}
+    assert "producer._u_field._dof_values" in {f.detail["buffer"] for f in report.of_kind("replay-divergence")}
