@@ -653,7 +653,7 @@ class GraphGuard:
         ran.append("allocations")
         notes += checks.undecoded(user)
         if self.device.startswith("cpu"):
-            findings += checks.cuda_rules(user)
+            findings += checks.cuda_rules(user) + checks.cpu_dropped(user)
         if not len(user):
             notes.append("the capture recorded no operation: the graph does nothing when replayed")
         if owned is not None and not validated_before:
