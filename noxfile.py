@@ -71,7 +71,7 @@ def docs(session: nox.Session) -> None:
 
 
 # The real simulators tests_clients/ judges, pinned: the verdicts there name their kernels.
-CLIENTS = ("newton==1.8.0", "mujoco-warp==4.0.0")
+CLIENTS = ("newton==1.8.0", "mujoco-warp==4.0.0", "pillow")  # Pillow: two of Warp's optim examples import it
 
 
 @nox.session

@@ -26,6 +26,11 @@ A careful engineer's verdict on each capture site, which graphcheck must reach:
   buffer that holds the second stage, not the last: buffer-drift on ``rk3_update``'s
   ``omega_curr`` and ``omega_next``, ``copy_float_to_vec2``'s ``omega`` and the final copy.
 
+- ``wp.utils.array_cast`` there and back (vec2f to vec2d and back, as example_taylor_green does
+  around its solver) in one CPU graph: Warp 1.19's CPU replay registers kernels by key and module
+  hash, which two overloads of one generic kernel share once both are loaded, so it replays one
+  overload's code for both launches. graphcheck should say so at capture.
+
 Safe verdicts are checked against a twin example stepped eagerly: every array bit-identical.
 """
 
@@ -163,7 +168,7 @@ def test_fluid_whole_step_would_freeze_its_emitter(examples):
 
 
 def test_dem_simulate_is_replay_safe():
-    from warp.examples.core.example_dem import Example
+    Example = pytest.importorskip("warp.examples.core.example_dem").Example
 
     with wp.ScopedDevice(DEVICE):
         example, twin = Example(stage_path=None), Example(stage_path=None)
@@ -173,7 +178,7 @@ def test_dem_simulate_is_replay_safe():
 
 
 def test_fft_navier_stokes_step_swaps_its_fields_an_odd_number_of_times():
-    from warp.examples.core.example_fft_poisson_navier_stokes_2d import Example
+    Example = pytest.importorskip("warp.examples.core.example_fft_poisson_navier_stokes_2d").Example
 
     with wp.ScopedDevice(DEVICE):
         example, twin = Example(), Example()
@@ -186,3 +191,30 @@ def test_fft_navier_stokes_step_swaps_its_fields_an_odd_number_of_times():
         drifted = {arg for f in checked.report.of_kind("buffer-drift") for arg in f.arg.split(", ")}
         if set(checked.report.kinds()) != {"buffer-drift"} or not {"omega_curr", "omega_next", "omega"} <= drifted:
             raise WrongVerdict(f"expected buffer-drift on omega_curr, omega_next and omega:\n{checked.report}")
+
+
+class CastThereAndBack:
+    def __init__(self):
+        self.wide = wp.zeros(3, dtype=wp.vec2d)
+        self.narrow = wp.array(np.arange(1, 7, dtype=np.float32).reshape(3, 2), dtype=wp.vec2)
+
+    def step(self):
+        wp.utils.array_cast(out_array=self.wide, in_array=self.narrow)
+        wp.utils.array_cast(in_array=self.wide, out_array=self.narrow)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=WrongVerdict,
+    reason="graphcheck does not see two overloads of one generic kernel (same key and module hash, different "
+    "code) in one CPU capture, which Warp's CPU replay runs as one of them",
+)
+def test_two_overloads_of_one_generic_kernel_in_a_cpu_graph():
+    with wp.ScopedDevice(DEVICE):
+        producer = CastThereAndBack()
+        checked = gc.capture(producer.step, device=DEVICE, owners=(producer,), on_failure="ignore")
+        producer.narrow.assign(np.arange(10, 70, 10, dtype=np.float32).reshape(3, 2))
+        checked.launch()
+        assert not np.array_equal(producer.wide.numpy().ravel(), np.arange(10, 70, 10))  # the replay went wrong
+        if checked.ok or not any("_array_cast_kernel" in (f.kernel or "") for f in checked.report.findings):
+            raise WrongVerdict(f"expected a finding on the two _array_cast_kernel overloads:\n{checked.report}")

@@ -58,6 +58,32 @@ class Sim:
         mjw.step(self.m, self.d)
 
 
+FALLING = """
+<mujoco model="falling">
+  <option timestep="0.005"/>
+  <worldbody>
+    <geom type="plane" size="2 2 0.1"/>
+    <body pos="0 0 0.3"><freejoint/><geom type="box" size="0.1 0.1 0.1" mass="1"/></body>
+    <body pos="0.05 0 0.6"><freejoint/><geom type="sphere" size="0.08" mass="0.5"/></body>
+    <body pos="-0.1 0 0.9" euler="30 20 0"><freejoint/><geom type="capsule" size="0.05 0.1" mass="0.5"/></body>
+  </worldbody>
+</mujoco>
+"""
+
+
+class FallingSim(Sim):
+    """Three free bodies landed on a plane: collision detection and contact constraints every step."""
+
+    def __init__(self):
+        self.mjm = mujoco.MjModel.from_xml_string(FALLING)
+        mjd = mujoco.MjData(self.mjm)
+        mujoco.mj_forward(self.mjm, mjd)
+        self.m = mjw.put_model(self.mjm)
+        self.d = mjw.put_data(self.mjm, mjd, nworld=2, nconmax=64, njmax=256)
+        for _ in range(60):
+            mjw.step(self.m, self.d)
+
+
 class NoisySim(Sim):
     """Break: cli.py's control-noise launch moved into the step, with the Python step counter."""
 
@@ -104,6 +130,22 @@ def test_step_replays_right_and_has_no_finding():
     assert twins.count() > 250
     assert checked.check_replay(on_failure="ignore").ok
     assert_no_finding(checked.report)
+
+
+def test_step_with_contacts_replays_right_and_has_no_finding():
+    twins = Twins(FallingSim)
+    sim = twins.subject
+    assert sim.d.nacon.numpy()[0] > 0
+    checked = gc.capture(mjw.step, sim.m, sim.d, owners=(sim.m, sim.d), on_failure="ignore")
+    assert replay_against_twin(checked, twins, step, replays=3) == []
+    assert checked.check_replay(on_failure="ignore").ok
+    assert_no_finding(checked.report)
+
+
+def test_strict_ownership_reports_the_step_temporaries():
+    sim = Sim()
+    checked = gc.capture(mjw.step, sim.m, sim.d, owners=(sim.m, sim.d), on_failure="ignore", strict_ownership=True)
+    assert set(checked.report.kinds()) == {"per-call-allocation"}
 
 
 def test_the_step_counter_passed_to_a_kernel_is_scalar_drift():

@@ -80,8 +80,41 @@ class UploadingCartpole(Cartpole):
         super().simulate()
 
 
+class Boxes:
+    """Three free boxes landed on the ground, SolverMuJoCo with MuJoCo Warp's own contacts."""
+
+    def __init__(self):
+        builder = newton.ModelBuilder()
+        newton.solvers.SolverMuJoCo.register_custom_attributes(builder)
+        for i in range(3):
+            body = builder.add_body(xform=wp.transform(wp.vec3(0.3 * i, 0.0, 0.3 + 0.25 * i), wp.quat_identity()))
+            builder.add_shape_box(body, hx=0.1, hy=0.1, hz=0.1)
+        builder.add_ground_plane()
+        self.model = builder.finalize()
+        self.solver = newton.solvers.SolverMuJoCo(self.model)
+        self.state_0, self.state_1 = self.model.state(), self.model.state()
+        self.control = self.model.control()
+        for _ in range(40):
+            self.simulate()
+
+    def simulate(self):
+        for _ in range(4):
+            self.state_0.clear_forces()
+            self.solver.step(self.state_0, self.state_1, self.control, None, 1.0 / 240.0)
+            self.state_0, self.state_1 = self.state_1, self.state_0
+
+
 def step(example):
     example.simulate()
+
+
+def test_boxes_on_the_ground_replay_right_and_have_no_finding():
+    twins = Twins(Boxes)
+    assert twins.subject.solver.mjw_data.nacon.numpy()[0] > 0
+    checked = gc.capture(twins.subject.simulate, owners=(twins.subject,), on_failure="ignore")
+    assert replay_against_twin(checked, twins, step, replays=3) == []
+    assert checked.check_replay(on_failure="ignore").ok
+    assert_no_finding(checked.report)
 
 
 def test_simulate_replays_right_and_has_no_finding():

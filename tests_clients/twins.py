@@ -23,7 +23,7 @@ class WrongVerdict(AssertionError):
 
 
 def arrays_of(root: Any) -> dict[str, wp.array]:
-    """Every Warp array reachable from ``root``, by attribute path (each array once)."""
+    """Every Warp array (and gradient) reachable from ``root``, by attribute path (each array once)."""
     found: dict[str, wp.array] = {}
     seen: set[int] = set()
 
@@ -34,6 +34,8 @@ def arrays_of(root: Any) -> dict[str, wp.array]:
         if isinstance(obj, wp.array):
             if obj.ptr:
                 found[path] = obj
+            if obj.grad is not None and obj.grad.ptr:
+                found[f"{path}.grad"] = obj.grad
         elif isinstance(obj, dict):
             for key, value in obj.items():
                 walk(value, f"{path}[{key!r}]")
