@@ -975,6 +975,281 @@ class GlobalStructField(Base):
 judge()(GlobalStructField)
 
 
+# -- more launch paths ----------------------------------------------------------------------------
+
+
+class MoreLaunches(Base):
+    how = "cmd_in_step"
+    mode = "same"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.x.requires_grad = True
+        self.gx = wp.zeros(N, dtype=float, device=device)
+        self.gy = wp.zeros(N, dtype=float, device=device)
+        self.gy2 = wp.zeros(N, dtype=float, device=device)
+
+    def step(self):
+        frame = self.tick()
+        s = 1.0 + frame if self.mode == "scalar" else 0.5
+        d = self.device
+        if self.how == "cmd_in_step":
+            cmd = wp.launch(K.axpy, dim=N, inputs=[self.v, self.x, s], device=d, record_cmd=True)
+            cmd.launch()
+        elif self.how == "default_device":
+            with wp.ScopedDevice(d):
+                wp.launch(K.axpy, dim=N, inputs=[self.v, self.x, s])
+        elif self.how == "numpy_dim":
+            wp.launch(K.axpy, dim=np.int64(N), inputs=[self.v, self.x, np.float32(s)], device=d)
+        elif self.how == "int_for_float":
+            wp.launch(K.axpy, dim=N, inputs=[self.v, self.x, frame if self.mode == "scalar" else 1], device=d)
+        elif self.how == "adjoint":
+            gy = self.gy2 if self.mode == "swap" and frame % 2 == 0 else self.gy
+            wp.launch(K.axpy, dim=N, inputs=[self.v, self.x, s], adj_inputs=[self.gx, gy, 0.0], adjoint=True, device=d)
+        elif self.how == "max_blocks":
+            wp.launch(K.axpy, dim=N, inputs=[self.v, self.x, s], max_blocks=frame if self.mode == "dim" else 0, device=d)
+
+
+for _how in ("cmd_in_step", "default_device", "numpy_dim", "int_for_float", "adjoint"):
+    variant(f"Launch_{_how}_same", MoreLaunches, how=_how)
+    variant(f"Launch_{_how}_scalar", MoreLaunches, how=_how, mode="scalar",
+            expect=[("scalar-drift", "alpha" if _how != "adjoint" else None)])
+variant("Launch_adjoint_swap", MoreLaunches, how="adjoint", mode="swap", expect=["buffer-drift"])
+variant("Launch_max_blocks_same", MoreLaunches, how="max_blocks")
+variant("Launch_max_blocks_dim", MoreLaunches, how="max_blocks", mode="dim", expect=["dim-drift"])
+
+
+# -- temporaries that are safe (no false alarm), and their strict verdicts ----------------------
+
+
+class Temporaries(Base):
+    how = "loop"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.ints = wp.array(np.arange(N, dtype=np.int32)[::-1].copy(), device=device)
+        self.total = wp.zeros(1, dtype=float, device=device)
+        self.params = K.Params()
+        self.params.scratch = wp.zeros(N, dtype=float, device=device)
+        self.params.dt = 0.1
+
+    def step(self):
+        d, how = self.device, self.how
+        if how == "loop":
+            for _ in range(3):
+                t = wp.zeros(N, dtype=float, device=d)
+                wp.launch(K.square, dim=N, inputs=[self.v, t], device=d)
+                wp.launch(K.axpy, dim=N, inputs=[t, self.x, 1.0], device=d)
+        elif how == "vec3_2d":
+            t = wp.zeros((4, 4), dtype=wp.vec3, device=d)
+            wp.launch(J.add_vec, dim=N, inputs=[t.flatten(), wp.vec3(1.0, 2.0, 3.0)], device=d)
+            wp.launch(K.add_one, dim=N, inputs=[self.x], device=d)
+        elif how == "struct_array":
+            ps = wp.zeros(N, dtype=J.Particle, device=d)
+            wp.launch(J.move_particles, dim=N, inputs=[ps, 0.1], device=d)
+        elif how == "scan_out":
+            out = wp.empty_like(self.ints)
+            wp.utils.array_scan(self.ints, out)
+            wp.launch(J.int_to_float, dim=N, inputs=[out, self.x], device=d)
+        elif how == "sort_temps":
+            keys = wp.zeros(2 * N, dtype=int, device=d)
+            values = wp.zeros(2 * N, dtype=int, device=d)
+            wp.copy(keys, self.ints, count=N)
+            wp.utils.radix_sort_pairs(keys, values, N)
+            wp.launch(J.int_to_float, dim=N, inputs=[keys, self.x], device=d)
+        elif how == "struct_field_temp":
+            params = K.Params()
+            params.scratch = wp.full(N, 2.0, dtype=float, device=d)
+            params.dt = 0.1
+            wp.launch(K.with_struct, dim=N, inputs=[self.x, params], device=d)
+        elif how == "struct_field_upload":
+            params = K.Params()
+            params.scratch = wp.array(np.full(N, float(self.tick()), dtype=np.float32), dtype=float, device=d)
+            params.dt = 0.1
+            wp.launch(K.with_struct, dim=N, inputs=[self.x, params], device=d)
+        elif how == "taped_temp":
+            x = wp.clone(self.v, requires_grad=True)
+            loss = wp.zeros(1, dtype=float, device=d, requires_grad=True)
+            tape = wp.Tape()
+            with tape:
+                wp.launch(J.sum_squares, dim=N, inputs=[x, loss], device=d)
+            tape.backward(loss=loss)
+            wp.launch(K.axpy, dim=N, inputs=[x.grad, self.x, 0.1], device=d)
+        elif how == "copy_between_temps":
+            a = wp.clone(self.v)
+            b = wp.empty_like(a)
+            wp.copy(b, a)
+            wp.launch(K.axpy, dim=N, inputs=[b, self.x, 1.0], device=d)
+        elif how == "constructor_shape":
+            t = wp.array(shape=(N,), dtype=float, device=d)
+            wp.launch(K.copy_kernel, dim=N, inputs=[self.v, t], device=d)
+            wp.launch(K.axpy, dim=N, inputs=[t, self.x, 1.0], device=d)
+        elif how == "previous_frame_kept":
+            # Uses the temporary the previous call made: the reference call read one buffer,
+            # the capture reads the reference call's temporary.
+            if not hasattr(self, "prev"):
+                self.prev = wp.zeros(N, dtype=float, device=d)
+            wp.launch(K.axpy, dim=N, inputs=[self.prev, self.x, 1.0], device=d)
+            self.prev = wp.clone(self.x)
+        elif how == "kept_zeros_then_filled":
+            self.scratch = wp.zeros(N, dtype=float, device=d)
+            wp.launch(K.square, dim=N, inputs=[self.v, self.scratch], device=d)
+            wp.launch(K.axpy, dim=N, inputs=[self.scratch, self.x, 1.0], device=d)
+
+
+STRICT_PCA = "per-call-allocation"
+for _how in ("loop", "vec3_2d", "struct_array", "scan_out", "sort_temps", "struct_field_temp", "taped_temp",
+             "copy_between_temps", "constructor_shape", "kept_zeros_then_filled"):  # fmt: skip
+    variant(f"Temp_{_how}", Temporaries, how=_how, strict=STRICT_PCA)
+variant("Temp_struct_field_upload", Temporaries, how="struct_field_upload",
+        expect=[("per-call-allocation", "p.scratch")])
+# The graph reads the reference call's temporary, which the owner dropped when the capture
+# kept its own: another buffer than the reference call's, and one nobody holds (replay reads freed memory).
+variant("Temp_previous_frame_kept", Temporaries, how="previous_frame_kept",
+        expect=[("buffer-drift", "x"), ("foreign-buffer", "x")])
+
+
+# -- ownership through containers ---------------------------------------------------------------
+
+
+class _Slotted:
+    __slots__ = ("a", "b")
+
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+
+class Containers(Base):
+    how = "list"
+
+    def __init__(self, device):
+        super().__init__(device)
+        a = wp.zeros(N, dtype=float, device=device)
+        b = wp.ones(N, dtype=float, device=device)
+        if self.how == "list":
+            self.held = [a, b]
+        elif self.how == "dict":
+            self.held = {"a": a, "b": b}
+        elif self.how == "tuple_in_dict_in_list":
+            self.held = [{"pair": (a, b)}]
+        elif self.how == "slots":
+            self.held = _Slotted(a, b)
+
+    def arrays(self):
+        h = self.held
+        if self.how == "list":
+            return h[0], h[1]
+        if self.how == "dict":
+            return h["a"], h["b"]
+        if self.how == "tuple_in_dict_in_list":
+            return h[0]["pair"]
+        return h.a, h.b
+
+    def step(self):
+        a, b = self.arrays()
+        wp.launch(K.axpy, dim=N, inputs=[b, a, 0.5], device=self.device)
+
+
+for _how in ("list", "dict", "tuple_in_dict_in_list", "slots"):
+    variant(f"Owned_in_{_how}", Containers, how=_how)
+
+
+class OptimizerAdam(Base):
+    """warp.optim.Adam stepped in the call: its step counter t is a host scalar."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        import warp.optim
+
+        self.params = wp.full(N, 1.0, dtype=float, device=device, requires_grad=True)
+        self.opt = warp.optim.Adam([self.params], lr=0.01)
+
+    def step(self):
+        self.opt.step([self.v])
+
+
+judge(("scalar-drift", "t"))(OptimizerAdam)
+
+
+class MeshQuery(Base):
+    """A mesh owned by the producer, queried by its id in a kernel."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        pts = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]], dtype=np.float32)
+        self.mesh = wp.Mesh(
+            points=wp.array(pts, dtype=wp.vec3, device=device),
+            indices=wp.array(np.array([0, 1, 2, 0, 1, 3, 0, 2, 3, 1, 2, 3], dtype=np.int32), device=device),
+        )
+
+    def step(self):
+        wp.launch(J.deform, dim=4, inputs=[self.mesh.points, 0.01], device=self.device)
+        self.mesh.refit()
+
+
+judge()(MeshQuery)
+
+
+class PrintArray(Base):
+    def step(self):
+        wp.launch(K.add_one, dim=N, inputs=[self.x], device=self.device)
+        print(self.x)
+
+
+judge("capture-error")(PrintArray)
+
+
+class ReadbackAtStart(Base):
+    def step(self):
+        _ = self.x.numpy()
+        wp.launch(K.add_one, dim=N, inputs=[self.x], device=self.device)
+
+
+judge("capture-error")(ReadbackAtStart)
+
+
+class HostListGrows(Base):
+    """One launch per element of a host list that grows."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.bodies = [self.x]
+
+    def step(self):
+        for body in self.bodies:
+            wp.launch(K.add_one, dim=N, inputs=[body], device=self.device)
+        self.bodies.append(wp.zeros(N, dtype=float, device=self.device))
+
+
+judge("launch-sequence-drift")(HostListGrows)
+
+
+class SwapEveryThirdCall(Base):
+    """Swapped on calls 2, 5, 8...: the capture (call 2) swaps, the reference call did not."""
+
+    def step(self):
+        if self.tick() % 3 == 2:
+            self.x, self.y = self.y, self.x
+        wp.launch(K.axpy, dim=N, inputs=[self.v, self.x, 1.0], device=self.device)
+
+
+judge(("buffer-drift", "y"))(SwapEveryThirdCall)
+
+
+class TwoOwners(Base):
+    """Buffers split between two owner objects, both named."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.other = Base(device)
+
+    def step(self):
+        wp.launch(K.axpy, dim=N, inputs=[self.other.v, self.x, 1.0], device=self.device)
+
+
+judge()(TwoOwners)
+
+
 # -- the tests ------------------------------------------------------------------------------------
 
 
