@@ -105,3 +105,10 @@ def deform(points: wp.array[wp.vec3], t: float):
 def int_to_float(src: wp.array[int], dst: wp.array[float]):
     i = wp.tid()
     dst[i] = float(src[i])
+
+
+@wp.kernel
+def ignore_first(a: wp.array[float], out: wp.array[float]):
+    # ``a`` may be empty or None: it is passed, never read.
+    i = wp.tid()
+    out[i] = out[i] + 1.0

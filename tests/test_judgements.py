@@ -7,7 +7,8 @@ safe by values with ``gc.verify_replay`` (replayed against an eager twin). A pro
 ``after_capture`` is captured clean, broken after the capture, and ``check_replay`` must
 then report ``replay`` (usually ``stale-pointer`` naming the argument). ``strict`` is what
 ``strict_ownership=True`` reports. A judgement graphcheck gets wrong today carries
-``defect`` (the test is a strict xfail with that reason).
+``defect``: the reason, or ``{test: reason}`` for the tests it concerns (``"capture"``,
+``"safe"``, ``"replay"``, ``"strict"``); those tests are strict xfails.
 
 They go beyond tests/producers.py and tests/test_matrix.py: every launch path, copies,
 fills, allocations, native helpers, views, replay-time breaks, host scalars of every
@@ -448,6 +449,8 @@ variant("Tape_scalar", Taped, expect=[("scalar-drift", "alpha")], mode="scalar")
 variant("Tape_grad_replaced", Taped, replay=("stale-pointer", None), mode="grad")
 
 
+D6 = "D6: strict_ownership reports an array wrapping host memory the producer owns (copy=False) as a per-call upload"
+
 # -- copies -----------------------------------------------------------------------------------
 
 
@@ -503,7 +506,7 @@ class Copies(Base):
 for _op, _verdict in {
     "copy": {},
     "assign_array": {},
-    "assign_kept_numpy": {},
+    "assign_kept_numpy": {"strict": "none", "defect": {"strict": D6}},
     "clone": {"strict": "per-call-allocation"},
     # Warp's CPU capture refuses copies and fills of non-contiguous arrays (NotImplementedError).
     "contiguous": {"expect": ["capture-error"]},
@@ -639,7 +642,7 @@ class Allocs(Base):
 for _op in ("zeros", "empty", "full", "ones", "zeros_like", "empty_like", "full_like", "ones_like", "clone",
             "copy_into_temp"):  # fmt: skip
     variant(f"Alloc_{_op}", Allocs, op=_op, strict="per-call-allocation")
-variant("Alloc_owned_staging_wrapped", Allocs, op="owned_staging_wrapped")
+variant("Alloc_owned_staging_wrapped", Allocs, op="owned_staging_wrapped", strict="none", defect={"strict": D6})
 for _op in ("array_numpy", "array_list", "from_numpy", "assign_numpy_into_temp"):
     variant(f"Alloc_{_op}", Allocs, op=_op, expect=["per-call-allocation"])
 
@@ -789,7 +792,7 @@ class Views(Base):
 
 
 for _op in ("slice", "strided_slice", "reshape", "transpose", "flatten", "row", "indexed"):
-    variant(f"View_{_op}_fixed", Views, op=_op)
+    variant(f"View_{_op}_fixed", Views, op=_op, strict="none")  # a view is not an allocation
 for _op, _expect in {
     "slice": [("buffer-drift", "a")],
     "strided_slice": [("buffer-drift", "a")],
@@ -1250,18 +1253,141 @@ class TwoOwners(Base):
 judge()(TwoOwners)
 
 
+# -- edge values: empty and None arrays, aliases, sizes --------------------------------------------
+
+
+class Edges(Base):
+    how = "empty_arg"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.empty = wp.zeros(0, dtype=float, device=device)
+        self.host = np.full(N, 0.5, dtype=np.float32)  # host memory the producer keeps
+        self.grid = wp.zeros((4, 4), dtype=float, device=device)
+
+    def step(self):
+        frame, d, how = self.tick(), self.device, self.how
+        if how == "empty_arg":
+            wp.launch(J.ignore_first, dim=N, inputs=[self.empty, self.x], device=d)
+        elif how == "none_arg":
+            wp.launch(J.ignore_first, dim=N, inputs=[None, self.x], device=d)
+        elif how == "none_then_array":
+            wp.launch(J.ignore_first, dim=N, inputs=[None if frame % 2 else self.v, self.x], device=d)
+        elif how == "alias_by_ptr":
+            alias = wp.array(ptr=self.v.ptr, shape=(N,), dtype=float, device=d)
+            wp.launch(K.axpy, dim=N, inputs=[alias, self.x, 1.0], device=d)
+        elif how == "alias_owned_numpy_by_ptr":
+            alias = wp.array(ptr=self.host.ctypes.data, shape=(N,), dtype=float, device=d)
+            wp.launch(K.axpy, dim=N, inputs=[alias, self.x, 1.0], device=d)
+        elif how == "from_owned_numpy":
+            uploaded = wp.from_numpy(self.host, dtype=float, device=d)  # a copy made every call
+            wp.launch(K.axpy, dim=N, inputs=[uploaded, self.x, 1.0], device=d)
+        elif how == "growing_temp":
+            # Bigger each call, used through a view of a fixed shape (the whole array's shape
+            # would be another argument value: a kernel may read it).
+            t = wp.zeros(N + frame, dtype=float, device=d)[:N]
+            wp.launch(K.square, dim=N, inputs=[self.v, t], device=d)
+            wp.launch(K.axpy, dim=N, inputs=[t, self.x, 1.0], device=d)
+        elif how == "empty_then_fill_drifts":
+            t = wp.empty(N, dtype=float, device=d)
+            t.fill_(float(frame))
+            wp.launch(K.axpy, dim=N, inputs=[t, self.x, 1.0], device=d)
+        elif how == "temp_view":
+            t = wp.zeros(2 * N, dtype=float, device=d)
+            wp.launch(K.square, dim=N, inputs=[self.v, t[N:]], device=d)
+            wp.launch(K.axpy, dim=N, inputs=[t[N:], self.x, 1.0], device=d)
+        elif how == "column_view":
+            wp.launch(K.add_one, dim=4, inputs=[self.grid[:, 1]], device=d)
+        elif how == "dim_zero_alternates":
+            wp.launch(K.add_one, dim=0 if frame % 2 else N, inputs=[self.x], device=d)
+        elif how == "ones_or_zeros":
+            self.x.fill_(1.0)
+
+    def after_capture(self):
+        if self.how == "column_view":
+            self.grid = wp.zeros((4, 4), dtype=float, device=self.device)
+
+
+variant("Edge_empty_arg", Edges, how="empty_arg")
+variant("Edge_none_arg", Edges, how="none_arg")
+variant("Edge_none_then_array", Edges, how="none_then_array", expect=[("buffer-drift", "a")])
+variant("Edge_alias_by_ptr", Edges, how="alias_by_ptr", strict="none")
+variant("Edge_alias_owned_numpy_by_ptr", Edges, how="alias_owned_numpy_by_ptr", strict="none")
+variant("Edge_from_owned_numpy", Edges, how="from_owned_numpy", expect=["per-call-allocation"])
+D4 = ("D4: two calls' temporaries are told apart by their size (compare._where keys on alloc.label), "
+      "so a temporary sized by a host value is buffer-drift")
+variant("Edge_growing_temp", Edges, how="growing_temp", strict=STRICT_PCA, defect={"capture": D4, "safe": D4})
+variant("Edge_empty_then_fill_drifts", Edges, how="empty_then_fill_drifts", expect=["copy-drift"])
+variant("Edge_temp_view", Edges, how="temp_view", strict=STRICT_PCA)
+variant("Edge_column_view", Edges, how="column_view", replay=("stale-pointer", "a"), strict="none")
+# Warp skips a launch of dim 0: the reference call issued nothing there.
+variant("Edge_dim_zero_alternates", Edges, how="dim_zero_alternates", expect=["launch-sequence-drift"])
+
+
+class KeptTempDropped(Base):
+    """A temporary kept by the owner, dropped after the capture: the capture keeps it alive."""
+
+    def step(self):
+        self.scratch = wp.zeros(N, dtype=float, device=self.device)
+        wp.launch(K.square, dim=N, inputs=[self.v, self.scratch], device=self.device)
+        wp.launch(K.axpy, dim=N, inputs=[self.scratch, self.x, 1.0], device=self.device)
+
+    def after_capture(self):
+        self.scratch = None
+
+
+judge(replay="none", defect={"replay": "D5: check_replay calls a graph-owned temporary stale once its owner drops it"})(
+    KeptTempDropped
+)
+
+
+class NativeDrifts(Natives):
+    def step(self):
+        frame = self.tick()
+        op = self.op
+        if op == "sum_count":
+            wp.utils.array_sum(self.v, out=self.total, value_count=4 + frame % 4)
+        elif op == "scan_slice":
+            k = frame % 2
+            wp.utils.array_scan(self.ints[k : k + 8], self.scanned[:8])
+        elif op == "sort_swap":
+            keys = self.keys if frame % 2 else self.values
+            wp.utils.radix_sort_pairs(keys, self.scanned2.reshape((N,)) if False else self.run_values_pad, N)
+        elif op == "hashgrid_temp_points":
+            pts = wp.clone(self.points)
+            self.grid.build(pts, radius=0.25)
+        elif op == "rle_count":
+            wp.utils.runlength_encode(self.runs, self.run_values, self.run_lengths, run_count=self.run_count,
+                                      value_count=8 + frame % 8)  # fmt: skip
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.run_values_pad = wp.zeros(2 * N, dtype=int, device=device)
+        self.grid = wp.HashGrid(4, 4, 4, device=device)
+        self.points = wp.array(np.random.default_rng(5).random((N, 3)), dtype=wp.vec3, device=device)
+
+
+variant("Native_sum_value_count", NativeDrifts, op="sum_count", expect=["scalar-drift"])
+variant("Native_scan_slice_drifts", NativeDrifts, op="scan_slice", expect=["buffer-drift"])
+variant("Native_sort_swap", NativeDrifts, op="sort_swap", expect=["buffer-drift"])
+variant("Native_hashgrid_temp_points", NativeDrifts, op="hashgrid_temp_points", strict=STRICT_PCA)
+variant("Native_rle_value_count", NativeDrifts, op="rle_count", expect=["scalar-drift"])
+
+
 # -- the tests ------------------------------------------------------------------------------------
 
 
-def _param(cls):
-    marks = [pytest.mark.xfail(strict=True, reason=cls.defect)] if cls.defect else []
+def _param(cls, test):
+    """``cls`` as a parameter of ``test``; a strict xfail where its defect concerns that test."""
+    defect = cls.defect if isinstance(cls.defect, str) or cls.defect is None else cls.defect.get(test)
+    marks = [pytest.mark.xfail(strict=True, reason=defect)] if defect else []
     return pytest.param(cls, id=cls.__name__, marks=marks)
 
 
-CAPTURED = [_param(c) for c in JUDGEMENTS]
-SAFE = [_param(c) for c in JUDGEMENTS if not c.expect and c.replay in (None, "none")]
-BROKEN = [_param(c) for c in JUDGEMENTS if c.replay is not None]
-STRICT = [_param(c) for c in JUDGEMENTS if c.strict is not None]
+CAPTURED = [_param(c, "capture") for c in JUDGEMENTS]
+SAFE = [_param(c, "safe") for c in JUDGEMENTS if not c.expect and c.replay in (None, "none")]
+BROKEN = [_param(c, "replay") for c in JUDGEMENTS if c.replay is not None]
+STRICT = [_param(c, "strict") for c in JUDGEMENTS if c.strict is not None]
 
 
 def _expected_kinds(expect):
