@@ -1374,6 +1374,78 @@ variant("Native_hashgrid_temp_points", NativeDrifts, op="hashgrid_temp_points", 
 variant("Native_rle_value_count", NativeDrifts, op="rle_count", expect=["scalar-drift"])
 
 
+# -- conditional graphs: their condition, and what their bodies allocate ---------------------------
+
+
+class Conditionals(Base):
+    how = "condition_swap"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.flag = wp.ones(1, dtype=int, device=device)
+        self.flag2 = wp.ones(1, dtype=int, device=device)
+        self.remaining = wp.zeros(1, dtype=int, device=device)
+
+    def body(self):
+        wp.launch(K.add_one, dim=N, inputs=[self.x], device=self.device)
+
+    def step(self):
+        frame, d, how = self.tick(), self.device, self.how
+        if how == "condition_swap":
+            wp.capture_if(self.flag if frame % 2 else self.flag2, on_true=self.body)
+        elif how == "condition_foreign":
+            wp.capture_if(_global("condition", 1, int), on_true=self.body)
+        elif how == "condition_stale":
+            wp.capture_if(self.flag, on_true=self.body)
+        elif how in ("while_temp", "while_upload"):
+
+            def body():
+                if how == "while_temp":
+                    t = wp.zeros(N, dtype=float, device=d)
+                    wp.launch(K.square, dim=N, inputs=[self.v, t], device=d)
+                else:
+                    t = wp.array(np.full(N, 0.5, dtype=np.float32), dtype=float, device=d)
+                wp.launch(K.axpy, dim=N, inputs=[t, self.x, 1.0], device=d)
+                wp.launch(K.decrement_int, dim=1, inputs=[self.remaining], device=d)
+
+            self.remaining.fill_(2)
+            wp.capture_while(self.remaining, body)
+        elif how == "if_fill_fixed":
+            wp.capture_if(self.flag, on_true=lambda: self.x.fill_(2.0))
+        elif how == "nested":
+            wp.capture_if(self.flag, on_true=lambda: wp.capture_if(self.flag2, on_true=self.body))
+
+    def after_capture(self):
+        if self.how == "condition_stale":
+            self.flag = wp.ones(1, dtype=int, device=self.device)
+
+
+variant("Cond_condition_swap", Conditionals, how="condition_swap", expect=[("buffer-drift", "condition")])
+variant("Cond_condition_foreign", Conditionals, how="condition_foreign", expect=[("foreign-buffer", "condition")])
+variant("Cond_condition_stale", Conditionals, how="condition_stale", replay=("stale-pointer", "condition"))
+variant("Cond_while_temp", Conditionals, how="while_temp", strict=STRICT_PCA)
+variant("Cond_while_upload", Conditionals, how="while_upload", expect=["per-call-allocation"])
+variant("Cond_if_fill_fixed", Conditionals, how="if_fill_fixed")
+variant("Cond_nested", Conditionals, how="nested")
+
+
+class Dims2D(Base):
+    mode = "same"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.grid = wp.zeros((4, 8), dtype=float, device=device)
+
+    def step(self):
+        frame = self.tick()
+        cols = 4 + frame % 4 if self.mode == "dim" else 8
+        wp.launch(J.add_2d, dim=(4, cols), inputs=[self.grid, 1.0], device=self.device)
+
+
+variant("Dims2D_same", Dims2D)
+variant("Dims2D_second_dim_drifts", Dims2D, mode="dim", expect=["dim-drift"])
+
+
 # -- the tests ------------------------------------------------------------------------------------
 
 
