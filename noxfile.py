@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import nox
 
 nox.needs_version = ">=2024.3"
@@ -17,11 +20,29 @@ def tests(session: nox.Session) -> None:
     session.run("python", "-m", "pytest", *session.posargs)
 
 
+def _tested_warp_versions() -> list[str]:
+    """graphcheck._warp.TESTED_WARP_VERSIONS, read from the source (importing it imports Warp)."""
+    source = Path(__file__).parent.joinpath("graphcheck", "_warp.py").read_text()
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["TESTED_WARP_VERSIONS"]:
+            return list(ast.literal_eval(node.value))
+    raise RuntimeError("graphcheck/_warp.py assigns no TESTED_WARP_VERSIONS")
+
+
+@nox.session
+@nox.parametrize("warp", [nox.param(version, id=version) for version in _tested_warp_versions()])
+def warp(session: nox.Session, warp: str) -> None:
+    """Run the test suite against this Warp release (``nox -s warp``: every supported one)."""
+    session.install("-e", ".[test]", f"warp-lang=={warp}")
+    session.run("python", "-m", "pytest", *session.posargs)
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
     """Lint with ruff and type-check with mypy."""
     session.install("-e", ".[test]", "ruff>=0.6", "mypy>=1.10")  # pytest types the plugin
-    session.run("ruff", "check", "graphcheck", "tests", "tests_gpu", "benchmarks", "examples", "noxfile.py")
+    paths = ("graphcheck", "tests", "tests_gpu", "tests_clients", "benchmarks", "examples", "noxfile.py")
+    session.run("ruff", "check", *paths)
     session.run("ruff", "format", "--check", "graphcheck")
     session.run("mypy")
 
@@ -40,6 +61,17 @@ def docs(session: nox.Session) -> None:
     session.run("sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html")
     if "--serve" in session.posargs:
         session.run("python", "-m", "http.server", "-d", "docs/_build/html", "8000")
+
+
+# The real simulators tests_clients/ judges, pinned: the verdicts there name their kernels.
+CLIENTS = ("newton==1.8.0", "mujoco-warp==4.0.0")
+
+
+@nox.session
+def clients(session: nox.Session) -> None:
+    """Judge real Warp clients (Newton, MuJoCo Warp) on the CPU: about 1 GB of packages, so not in CI."""
+    session.install("-e", ".[test]", *CLIENTS)
+    session.run("python", "-m", "pytest", "tests_clients", *session.posargs)
 
 
 @nox.session

@@ -3,8 +3,9 @@
 No other module of graphcheck imports ``warp._src`` or reaches into a Warp object's
 private attributes. This module
 
-- checks, once, that the installed Warp still has every internal it relies on, and
-  fails with one clear error naming the tested versions when one is missing;
+- checks, once, that the installed Warp has every internal it relies on (a table of the
+  internals and the first release that has each, for Warp 1.15 to 1.19), and fails with
+  one clear error naming the tested versions when one is missing;
 - installs and removes the hooks that report every operation Warp enqueues to the
   recording session of the current context (see :mod:`graphcheck._session`);
 - describes a kernel's parameter block (launch bounds, then every argument as Warp
@@ -15,7 +16,7 @@ private attributes. This module
 Hooks are installed while at least one trace is active anywhere in the process and
 removed when the last one ends: while nothing is recorded, Warp runs untouched.
 
-The interposition points (Warp 1.19):
+The interposition points (Warp 1.15 to 1.19; what differs: see ``WARP_INTERNALS``):
 
 ============================  ====================================================
 ``context.launch``            code object swapped in place, so ``wp.launch``,
@@ -25,7 +26,7 @@ The interposition points (Warp 1.19):
                               and the second copy Warp makes for gradients
 ``Launch.launch``             class attribute: ``wp.Launch`` replays
 ``context.invoke``            module globals: the CPU launch, with the exact
-``invoke_cpu_blocks``         parameter objects Warp passes
+``invoke_cpu_blocks``         parameter objects Warp passes (the second: 1.18+)
 ``core.wp_cpu_launch_kernel`` ctypes attribute: CPU launches inside a capture
 ``core.wp_cuda_launch_kernel`` ctypes attribute: every CUDA launch
 ``array.zero_`` / ``fill_``   class attributes: memsets and fills
@@ -49,6 +50,7 @@ import re
 import sys
 import threading
 import types
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -58,12 +60,8 @@ import warp._src.context as _context
 import warp._src.types as _types
 from warp._src import codegen as _codegen
 
+from ._warnings import GraphCheckWarning
 from .params import ArrayRef, ParamKind, ParamSpec
-
-#: Warp releases graphcheck's test suite has run against.
-TESTED_WARP_VERSIONS = ("1.19.0",)
-
-WARP_VERSION: str = wp.__version__
 
 _WARP_DIR = os.path.dirname(os.path.abspath(wp.__file__)) + os.sep
 _GRAPHCHECK_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -87,8 +85,105 @@ class UnsupportedWarpError(RuntimeError):
 
 
 # --------------------------------------------------------------------------------------
-# The assumptions, checked once
+# The Warp releases graphcheck supports, and the internals each has (checked once)
 # --------------------------------------------------------------------------------------
+# Everything that differs between the supported releases lives in this block: the table of
+# internals, and what graphcheck does on a release that predates one of them.
+
+#: Warp releases graphcheck's test suite has run against (``nox -s warp``), oldest first.
+TESTED_WARP_VERSIONS = ("1.15.0", "1.16.0", "1.17.0", "1.18.0", "1.19.0")
+
+WARP_VERSION: str = wp.__version__
+
+_EVERY_RELEASE = (1, 15)
+
+#: Every Warp internal graphcheck reaches by name, with the first release that has it.
+#: Paths start at ``warp._src.context``, ``warp._src.types``, ``warp._src.codegen`` or
+#: Warp's native library (``core``); the last name of a class path is the class's own
+#: attribute (graphcheck replaces it there). :func:`check_warp` checks, once, that the
+#: installed Warp has each one its release calls for.
+WARP_INTERNALS: dict[str, tuple[int, int]] = {
+    **dict.fromkeys(
+        (
+            "context.launch", "context.copy", "context.invoke", "context.Launch.launch", "context.pack_arg",
+            "context.runtime", "context.init", "context.capture_if", "context.capture_while",
+            "context._normalize_launch_dim", "context._build_launch_bounds_from_tuple", "context.Kernel.add_overload",
+            "context.synchronize", "context.synchronize_device", "context.synchronize_stream",
+            "context.synchronize_event", "context.get_device", "context.is_cuda_available",
+            "types.array._init_new", "types.array._init_from_data", "types.array.zero_", "types.array.fill_",
+            "types.array.numpy", "types.array.__ctype__", "types.noncontiguous_array_base.zero_",
+            "types.noncontiguous_array_base.fill_", "types.noncontiguous_array_base.numpy",
+            "types.Array", "types.indexedarray", "types.fabricarray", "types.indexedfabricarray", "types.is_array",
+            "types.array_t", "types.indexedarray_t", "types.launch_bounds_t", "types.type_size_in_bytes",
+            "codegen.Struct", "codegen.StructInstance",
+            "core.wp_cpu_launch_kernel", "core.wp_cuda_launch_kernel", "core.wp_cuda_stream_is_capturing",
+        ),
+        _EVERY_RELEASE,
+    ),
+    # Cooperative CPU blocks. Before 1.18 every CPU launch runs one thread a block, through invoke.
+    "context.invoke_cpu_blocks": (1, 18),
+    # Before 1.18 wp.launch resolved block_dim itself: 1 on the CPU, 256 for block_dim <= 0.
+    "context._resolve_launch_block_dim": (1, 18),
+    # Before 1.19 wp.launch made a generic kernel's overload with Kernel.add_overload.
+    "context.Kernel._add_normalized_overload": (1, 19),
+}  # fmt: skip
+
+
+def _release(version: str) -> tuple[int, int]:
+    """``(major, minor)`` of a Warp version string: ``"1.20.0.dev20260101"`` is ``(1, 20)``."""
+    match = re.match(r"(\d+)\.(\d+)", version)
+    if match is None:
+        raise UnsupportedWarpError(f"graphcheck cannot read the warp-lang version {version!r}: expected 'X.Y...'")
+    return int(match[1]), int(match[2])
+
+
+def _tested_range() -> str:
+    oldest, newest = _release(TESTED_WARP_VERSIONS[0]), _release(TESTED_WARP_VERSIONS[-1])
+    return f"{oldest[0]}.{oldest[1]} to {newest[0]}.{newest[1]}"
+
+
+def required_internals(version: str) -> list[str]:
+    """The paths in :data:`WARP_INTERNALS` that Warp release ``version`` has."""
+    release = _release(version)
+    return [path for path, since in WARP_INTERNALS.items() if release >= since]
+
+
+def newer_release_warning(version: str) -> str | None:
+    """The warning for a Warp release newer than the newest tested one, else None.
+
+    Patch releases of a tested minor release count as tested.
+    """
+    if _release(version) <= _release(TESTED_WARP_VERSIONS[-1]):
+        return None
+    return f"warp-lang {version} is newer than the releases graphcheck was tested with ({_tested_range()})"
+
+
+_INTERNAL_ROOTS = {"context": _context, "types": _types, "codegen": _codegen}
+
+
+def _internal(path: str) -> Any:
+    """The Warp object at ``path`` (see :data:`WARP_INTERNALS`), or None when it is missing."""
+    root, *names, last = path.split(".")
+    owner: Any = _runtime().core if root == "core" else _INTERNAL_ROOTS[root]
+    for name in names:
+        owner = getattr(owner, name, None)
+    # A class's own attribute: graphcheck replaces it on that class.
+    return vars(owner).get(last) if isinstance(owner, type) else getattr(owner, last, None)
+
+
+def missing_internals(version: str = WARP_VERSION) -> list[str]:
+    """The internals Warp release ``version`` calls for that the installed Warp lacks."""
+    _context.init()  # loads Warp's native library (core)
+    return [path for path in required_internals(version) if _internal(path) is None]
+
+
+def _fail(what: str) -> UnsupportedWarpError:
+    return UnsupportedWarpError(
+        f"graphcheck cannot record on warp-lang {WARP_VERSION}: {what}. graphcheck was tested with "
+        f"warp-lang {_tested_range()} ({', '.join(TESTED_WARP_VERSIONS)}); install one of those "
+        f"(pip install 'warp-lang=={TESTED_WARP_VERSIONS[-1]}') or a graphcheck release that supports your Warp."
+    )
+
 
 _NATIVE_HELPER = re.compile(
     r"^wp_(?P<stem>radix_sort_pairs|segmented_sort_pairs|runlength_encode|array_scan|array_sum|array_inner"
@@ -104,27 +199,23 @@ _LAUNCH_INTENT = ("kernel", "inputs", "outputs", "device", "stream", "max_blocks
 _COPY_INTENT = ("dest", "src", "dest_offset", "src_offset", "count", "stream")
 
 
-def _fail(what: str) -> UnsupportedWarpError:
-    tested = ", ".join(TESTED_WARP_VERSIONS)
-    return UnsupportedWarpError(
-        f"graphcheck cannot record on warp-lang {WARP_VERSION}: {what}. graphcheck was tested "
-        f"against warp-lang {tested}; install one of those (pip install 'warp-lang=={TESTED_WARP_VERSIONS[-1]}') "
-        "or a graphcheck release that supports your Warp."
-    )
-
-
 def check_warp() -> None:
-    """Check that Warp still has every internal the hooks rely on.
+    """Check, once, that the installed Warp has every internal the hooks rely on.
+
+    A release older than the oldest tested one fails; one newer than the newest tested
+    one warns (:class:`GraphCheckWarning`, once) and runs while it has every internal.
 
     Raises:
-        UnsupportedWarpError: naming the first missing internal.
+        UnsupportedWarpError: naming the first missing or changed internal.
     """
     global _checked
     if _checked:
         return
-    for name in ("launch", "copy", "invoke", "invoke_cpu_blocks", "Launch", "runtime", "pack_arg"):
-        if not hasattr(_context, name):
-            raise _fail(f"warp._src.context.{name} is missing")
+    if _release(WARP_VERSION) < _release(TESTED_WARP_VERSIONS[0]):
+        raise _fail("it is older than the releases graphcheck supports")
+    missing = missing_internals(WARP_VERSION)
+    if missing:
+        raise _fail(f"warp._src.{missing[0]} is missing")
     for fn in (_context.launch, _context.copy):
         if not isinstance(fn, types.FunctionType) or fn.__closure__:
             raise _fail(f"warp._src.context.{fn.__name__} is no longer a plain function")
@@ -141,22 +232,57 @@ def check_warp() -> None:
         if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.KEYWORD_ONLY)
                for p in inspect.signature(fn).parameters.values()):  # fmt: skip
             raise _fail(f"wp.{fn.__name__}() now takes variable or keyword-only arguments")
-    for cls, attrs in (
-        (_context.Launch, ("launch",)),
-        (_types.array, ("zero_", "fill_", "_init_new", "_init_from_data", "__ctype__")),
-        (_types.noncontiguous_array_base, ("zero_", "fill_")),
-    ):
-        for attr in attrs:
-            if attr not in vars(cls):
-                raise _fail(f"{cls.__name__}.{attr} is missing")
     if [f for f, _ in _types.array_t._fields_] != ["data", "grad", "shape", "strides", "ndim", "flags"]:
         raise _fail("the array_t parameter layout changed")
-    _context.init()
-    core = _runtime().core
-    for name in ("wp_cpu_launch_kernel", "wp_cuda_launch_kernel"):
-        if not hasattr(core, name):
-            raise _fail(f"runtime.core.{name} is missing")
+    newer = newer_release_warning(WARP_VERSION)
+    if newer is not None:
+        warnings.warn(newer, GraphCheckWarning, stacklevel=2)
     _checked = True
+
+
+# What graphcheck does on a release that predates an internal (see WARP_INTERNALS).
+
+
+def _block_dim_before_1_18(device: Any, block_dim: Any) -> int:
+    """The block size ``wp.launch`` of Warp 1.15 to 1.17 runs with."""
+    if device.is_cpu:
+        return 1
+    return 256 if block_dim is None or block_dim <= 0 else int(block_dim)
+
+
+_resolve_launch_block_dim: Callable[[Any, Any], int] = getattr(
+    _context, "_resolve_launch_block_dim", _block_dim_before_1_18
+)
+
+#: Warp's CPU launch functions, each with whether it runs cooperative blocks (Warp 1.18+).
+_CPU_INVOKERS = tuple((name, name == "invoke_cpu_blocks") for name in ("invoke", "invoke_cpu_blocks")
+                      if hasattr(_context, name))  # fmt: skip
+
+
+def _add_overload(kernel: Any, arg_types: list[Any]) -> Any:
+    """The overload ``wp.launch`` makes of a generic kernel for these inferred types."""
+    add = getattr(kernel, "_add_normalized_overload", None) or kernel.add_overload
+    return add(arg_types)
+
+
+#: Native helpers Warp's CPU graphs record only from a release on (``apic_record_*`` in
+#: ``warp/native/apic.cpp``), None for none of the supported ones. Before it, a call inside
+#: a CPU capture runs once, at capture time, and is not in the graph: a replay keeps the
+#: capture's result.
+_CPU_GRAPH_RECORDS_SINCE: dict[str, tuple[int, int] | None] = {
+    "array_sum": (1, 16), "array_inner": (1, 16), "hash_grid_update": (1, 16), "bvh_refit": (1, 16),
+    "bvh_rebuild": (1, 16), "mesh_refit": None,
+}  # fmt: skip
+
+
+def cpu_graph_replays(label: str, version: str = WARP_VERSION) -> bool:
+    """Whether a CPU graph captured on Warp ``version`` replays native helper ``label``
+    (``"array_sum_float_host"``, as recorded)."""
+    match = _NATIVE_HELPER.match(f"wp_{label}")
+    if match is None or match["stem"] not in _CPU_GRAPH_RECORDS_SINCE:
+        return True
+    since = _CPU_GRAPH_RECORDS_SINCE[match["stem"]]
+    return since is not None and _release(version) >= since
 
 
 # --------------------------------------------------------------------------------------
@@ -309,8 +435,8 @@ def _install(cpu_invoke: Callable[[Callable[..., Any], bool], Callable[..., Any]
     _orig["replay"] = _set_attr(_context.Launch, "launch", _replay_hook)
 
     # Kernel launches: where the parameter block leaves Python.
-    _set_attr(_context, "invoke", cpu_invoke(_context.invoke, False))
-    _set_attr(_context, "invoke_cpu_blocks", cpu_invoke(_context.invoke_cpu_blocks, True))
+    for name, blocks in _CPU_INVOKERS:
+        _set_attr(_context, name, cpu_invoke(getattr(_context, name), blocks))
     _orig["cpu_launch"] = _set_attr(core, "wp_cpu_launch_kernel", _cpu_capture_launch_hook)
     _orig["cuda_launch"] = _set_attr(core, "wp_cuda_launch_kernel", _cuda_launch_hook)
 
@@ -707,6 +833,17 @@ _HANDLE_TYPES = tuple(
 )  # fmt: skip
 
 
+_STRUCTURES = tuple(cls for cls in (getattr(_types, n, None) for n in ("Mesh", "HashGrid", "Bvh", "Volume")) if cls)
+
+
+def structure_handle(value: Any) -> int | None:
+    """The ``id`` a kernel is handed for a Warp mesh, hash grid, BVH or volume, else None."""
+    if isinstance(value, _STRUCTURES):
+        handle = getattr(value, "id", None)
+        return int(handle) if handle else None
+    return None
+
+
 def array_range(arr: Any) -> tuple[int, int] | None:
     """``(start, end)`` of the memory an array may address, or None for a null array.
 
@@ -830,7 +967,7 @@ def stream_is_capturing(handle: int | None) -> bool:
 
 def resolve_block_dim(device: Any, block_dim: Any) -> int:
     """The block size Warp launches with for a requested ``block_dim`` on ``device``."""
-    return int(_context._resolve_launch_block_dim(_runtime().get_device(device), block_dim))
+    return int(_resolve_launch_block_dim(_runtime().get_device(device), block_dim))
 
 
 def struct_bytes(value: Any) -> bytes:
@@ -1131,7 +1268,7 @@ def resolve_overload(kernel: Any, inputs: Any, outputs: Any) -> Any:
     if not getattr(kernel, "is_generic", False):
         return kernel
     try:
-        return kernel._add_normalized_overload(kernel.infer_argument_types([*(inputs or ()), *(outputs or ())]))
+        return _add_overload(kernel, kernel.infer_argument_types([*(inputs or ()), *(outputs or ())]))
     except Exception:  # Warp's own launch raised already or will raise; keep the generic one
         return kernel
 

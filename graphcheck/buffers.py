@@ -266,6 +266,7 @@ def _walk(
     is_array = _warp.is_array
     is_struct = _warp.is_struct_instance
     array_span = _warp.array_span
+    structure_handle = _warp.structure_handle
 
     # An explicit stack, not recursion: deep object graphs must not hit the recursion
     # limit. Entries are (object, parent's path, key, how the key joins the path, depth);
@@ -288,6 +289,11 @@ def _walk(
             for name, inner in _warp.array_parts(obj):
                 stack.append((inner, path, name, _ATTR, depth))
             continue
+        handle = structure_handle(obj)
+        if handle is not None:
+            # A mesh, hash grid, BVH or volume reaches kernels as its id: owned as a one-byte
+            # handle, so a structure rebuilt after capture is a stale handle in the graph.
+            buffers.append(Buffer(handle, handle + 1, f"{path}.id"))
         if type(obj) is np.ndarray:
             # Host memory the producer keeps (a staging array): owned like its Warp arrays.
             seen.add(id(obj))

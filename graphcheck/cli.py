@@ -104,9 +104,18 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _version() -> str:
+    """The version line: graphcheck's, and the Warp and cuda-python it runs with (read, not imported)."""
+    from importlib.metadata import PackageNotFoundError, version
+
     from ._version import __version__
 
-    return __version__
+    def installed(distribution: str) -> str:
+        try:
+            return version(distribution)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return f"{__version__} (warp-lang {installed('warp-lang')}, cuda-python {installed('cuda-python')})"
 
 
 def _quiet_warp() -> Any:

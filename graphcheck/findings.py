@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._warnings import GraphCheckWarning
 from .params import ArrayRef
 from .record import Site
 
@@ -110,7 +111,7 @@ KINDS: Mapping[str, Kind] = {
         ),
         Kind(
             "capture-error",
-            "the capture itself failed (a sync or readback inside it)",
+            "the capture failed, or on the CPU would fail on CUDA (a sync or readback inside it)",
             "move synchronisation and readbacks (.numpy(), wp.synchronize(), printing an array) out of the "
             "captured call",
         ),
@@ -422,10 +423,6 @@ class GraphCheckError(AssertionError):
     def __init__(self, report: Report) -> None:
         super().__init__(str(report))
         self.report = report
-
-
-class GraphCheckWarning(UserWarning):
-    """Raised as a warning instead of an error with ``on_failure="warn"``."""
 
 
 ON_FAILURE = ("raise", "warn", "log", "ignore")

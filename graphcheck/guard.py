@@ -111,6 +111,21 @@ class _Baked:
         return cls(ptr, max(nbytes, 1), hit.label if hit else None, index, record.kernel, arg, record.site)
 
 
+def _baked_handles(user: LaunchTrace, owned: BufferSet | None) -> list[_Baked]:
+    """The ids of owned meshes, hash grids, BVHs and volumes passed to kernels: baked into the
+    graph like addresses, and stale once the structure is rebuilt."""
+    if owned is None:
+        return []
+    out = []
+    for index, record in enumerate(user.records):
+        for name, value in record.args.items():
+            if type(value) is int and value > 0xFFFF:
+                hit = owned.find(value, 1)
+                if hit is not None and hit.start == value and hit.nbytes == 1 and hit.label.endswith(".id"):
+                    out.append(_Baked.at(value, 1, owned, index, record, name))
+    return out
+
+
 def _check_device(device: Any) -> str:
     try:
         resolved = _warp.get_device(device)
@@ -678,7 +693,7 @@ class GraphGuard:
                 for addresses in read.values()
                 for a in addresses
             ]
-        return out
+        return out + _baked_handles(user, owned)
 
     def _checked(self, baked: Callable[[], list[_Baked]], trace: LaunchTrace | None) -> CheckedGraph:
         return CheckedGraph(

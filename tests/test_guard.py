@@ -11,6 +11,7 @@ import warp as wp
 import graphcheck as gc
 from graphcheck import _warp
 from tests import kernels as K, producers as P
+from tests.releases import CAPTURE_ERROR_ON_READBACK
 
 DEVICE = "cpu"
 
@@ -72,6 +73,7 @@ def test_an_exception_in_the_reference_call_propagates():
     assert not _warp.capture_in_progress(DEVICE) and not _warp.hooks_installed()
 
 
+@CAPTURE_ERROR_ON_READBACK
 def test_a_capture_error_becomes_a_finding_with_its_site():
     sim = P.ReductionReadback(DEVICE)
     with pytest.raises(gc.GraphCheckError) as error:
@@ -84,6 +86,7 @@ def test_a_capture_error_becomes_a_finding_with_its_site():
     assert not _warp.capture_in_progress(DEVICE)
 
 
+@CAPTURE_ERROR_ON_READBACK
 def test_a_capture_error_with_on_failure_log_gives_no_graph(caplog):
     sim = P.ReductionReadback(DEVICE)
     with caplog.at_level(logging.WARNING, logger="graphcheck"):
@@ -476,3 +479,13 @@ def test_an_allocation_without_a_memory_pool_is_a_capture_error_with_the_mempool
     assert "memory pools are not enabled" in finding.message
     other = checks.capture_failed(RuntimeError("Cannot synchronize device while graph capture is active"), None, 0)
     assert "readbacks" in other.fix
+
+
+def test_a_hash_grid_rebuilt_after_capture_is_a_stale_handle():
+    sim = P.HashGridRebuild(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,))
+    assert checked.check_replay().ok
+    sim.grid = wp.HashGrid(4, 4, 4, device=DEVICE)
+    replay = checked.check_replay(on_failure="ignore")
+    assert {(f.kind, f.arg) for f in replay.findings} == {("stale-pointer", "grid")}, str(replay)
+    assert "owner.grid.id" in replay.findings[0].message

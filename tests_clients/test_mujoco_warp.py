@@ -1,0 +1,138 @@
+"""MuJoCo Warp's ``mujoco_warp.step`` on a small MJCF cartpole (two worlds).
+
+Its capture site is ``mjw.step(m, d)`` (what ``mujoco_warp/viewer.py`` and the ``mjwarp-testspeed``
+unroll capture). Each step allocates its constraint counters, solver context and scratch on the
+device and runs the solver loop with ``wp.capture_while``; the graph replays bit-identically to
+eager stepping. The breaks are lines of MuJoCo Warp's own drivers moved inside the captured call:
+the control-noise launch with the step index (``_src/cli.py``) and the control upload from a host
+temporary (``viewer.py``).
+"""
+
+import numpy as np
+import pytest
+import warp as wp
+
+import graphcheck as gc
+
+from .twins import Twins, arguments, assert_caught, assert_no_finding, bytes_of, replay_against_twin
+
+pytest.importorskip("mujoco_warp", reason="needs mujoco_warp: nox -s clients installs it")
+import mujoco
+import mujoco_warp as mjw
+from mujoco_warp._src.cli import _ctrl_noise
+
+CARTPOLE = """
+<mujoco model="cartpole">
+  <option timestep="0.01"/>
+  <worldbody>
+    <body name="cart" pos="0 0 1">
+      <joint name="slider" type="slide" axis="1 0 0" range="-2 2" limited="true"/>
+      <geom type="box" size="0.2 0.1 0.05" mass="1"/>
+      <body name="pole">
+        <joint name="hinge" type="hinge" axis="0 1 0" damping="0.01"/>
+        <geom type="capsule" fromto="0 0 0 0 0 0.6" size="0.03" mass="0.1"/>
+      </body>
+    </body>
+  </worldbody>
+  <actuator><motor joint="slider" gear="10" ctrlrange="-1 1" ctrllimited="true"/></actuator>
+</mujoco>
+"""
+
+
+class Sim:
+    """A MuJoCo model and batched data on Warp's device, stepped by ``mjw.step``."""
+
+    def __init__(self, worlds: int = 2):
+        self.mjm = mujoco.MjModel.from_xml_string(CARTPOLE)
+        mjd = mujoco.MjData(self.mjm)
+        mjd.qpos[1] = 0.3
+        mjd.ctrl[0] = 0.5
+        mujoco.mj_forward(self.mjm, mjd)
+        self.m = mjw.put_model(self.mjm)
+        self.d = mjw.put_data(self.mjm, mjd, nworld=worlds)
+        self.spare = mjw.put_data(self.mjm, mjd, nworld=worlds)  # for the ping-pong break
+        self.no_center = wp.empty(0, dtype=float)
+        self.calls = 0
+
+    def step(self):
+        mjw.step(self.m, self.d)
+
+
+class NoisySim(Sim):
+    """Break: cli.py's control-noise launch moved into the step, with the Python step counter."""
+
+    def step(self):
+        self.calls += 1
+        m, d = self.m, self.d
+        wp.launch(
+            _ctrl_noise,
+            dim=(d.nworld, m.nu),
+            inputs=[m.opt.timestep, m.actuator_ctrllimited, m.actuator_ctrlrange, d.ctrl, self.no_center,
+                    self.calls, 0.1, 0.5],  # the break: the step index
+            outputs=[d.ctrl],
+        )  # fmt: skip
+        mjw.step(m, d)
+
+
+class UploadingSim(Sim):
+    """Break: viewer.py's control upload from a host temporary moved into the step."""
+
+    def step(self):
+        self.calls += 1
+        ctrl = np.full((self.d.nworld, self.m.nu), 0.1 * self.calls, np.float32)
+        wp.copy(self.d.ctrl, wp.array(ctrl))
+        mjw.step(self.m, self.d)
+
+
+class PingPongSim(Sim):
+    """Break: two Data swapped in Python after every step (an odd count per call)."""
+
+    def step(self):
+        mjw.step(self.m, self.d)
+        self.d, self.spare = self.spare, self.d
+
+
+def step(sim):
+    sim.step()
+
+
+def test_step_replays_right_and_has_no_finding():
+    twins = Twins(Sim)
+    sim = twins.subject
+    checked = gc.capture(mjw.step, sim.m, sim.d, owners=(sim.m, sim.d), on_failure="ignore")
+    assert replay_against_twin(checked, twins, step, replays=5) == []
+    assert twins.count() > 250
+    assert checked.check_replay(on_failure="ignore").ok
+    assert_no_finding(checked.report)
+
+
+def test_the_step_counter_passed_to_a_kernel_is_scalar_drift():
+    twins = Twins(NoisySim)
+    checked = gc.capture(twins.subject.step, owners=(twins.subject,), on_failure="ignore")
+    assert replay_against_twin(checked, twins, step, replays=2) != []  # the graph froze the first index
+    assert_caught(checked.report, "scalar-drift", ["step"])
+    assert {arg for f in checked.report.findings for arg in arguments(f)} == {"step"}
+
+
+def test_swapping_two_data_is_buffer_drift():
+    twins = Twins(PingPongSim)
+    checked = gc.capture(twins.subject.step, owners=(twins.subject,), on_failure="ignore")
+    # Two replays happen to match (each Data stepped as often as the twin's); the third does not.
+    assert replay_against_twin(checked, twins, step, replays=3) != []
+    assert_caught(checked.report, "buffer-drift", ["qpos_in"])
+
+
+def test_a_host_uploaded_control_is_per_call_allocation():
+    sim = UploadingSim()
+    checked = gc.capture(sim.step, owners=(sim,), on_failure="ignore")
+    assert_caught(checked.report, "per-call-allocation", ["src"])
+
+
+def test_data_reallocated_after_capture_is_a_stale_pointer():
+    sim = Sim()
+    checked = gc.capture(mjw.step, sim.m, sim.d, owners=(sim.m, sim.d), on_failure="ignore")
+    sim.d.qpos = wp.clone(sim.d.qpos)  # the break: a reset that reallocates
+    before = bytes_of(sim.d.qpos)
+    wp.capture_launch(checked.graph)
+    assert bytes_of(sim.d.qpos) == before  # the replay advanced the old buffer
+    assert_caught(checked.check_replay(on_failure="ignore"), "stale-pointer", ["qpos_in"])

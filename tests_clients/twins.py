@@ -1,0 +1,115 @@
+"""Replay-versus-eager comparison on twins, and verdict assertions, for the client tests.
+
+A verdict is a claim: a site judged safe must replay exactly as a twin built alike and stepped
+eagerly; an unsafe one must be reported with the right kind on the right argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+import warp as wp
+
+import graphcheck as gc
+
+# Containers entered when looking for a client's arrays: the clients' own objects and plain containers.
+_CLIENT_PACKAGES = ("newton", "mujoco_warp", "warp", "tests_clients")
+
+
+class WrongVerdict(AssertionError):
+    """graphcheck's verdict on a client site is not the right one (a strict xfail names the defect while it lasts)."""
+
+
+def arrays_of(root: Any) -> dict[str, wp.array]:
+    """Every Warp array reachable from ``root``, by attribute path (each array once)."""
+    found: dict[str, wp.array] = {}
+    seen: set[int] = set()
+
+    def walk(obj: Any, path: str) -> None:
+        if id(obj) in seen:
+            return
+        seen.add(id(obj))
+        if isinstance(obj, wp.array):
+            if obj.ptr:
+                found[path] = obj
+        elif isinstance(obj, dict):
+            for key, value in obj.items():
+                walk(value, f"{path}[{key!r}]")
+        elif isinstance(obj, (list, tuple)):
+            for i, value in enumerate(obj):
+                walk(value, f"{path}[{i}]")
+        elif hasattr(obj, "__dict__") and not isinstance(obj, type):
+            if path and type(obj).__module__.split(".")[0] not in _CLIENT_PACKAGES:
+                return
+            for key, value in vars(obj).items():
+                walk(value, f"{path}.{key}")
+
+    walk(root, "")
+    return found
+
+
+def differing(a: Any, b: Any, skip: Iterable[str] = ()) -> list[str]:
+    """The paths of the arrays whose bytes differ between ``a`` and ``b``."""
+    left, right = arrays_of(a), arrays_of(b)
+    assert left.keys() == right.keys(), f"the twins hold different arrays: {sorted(left.keys() ^ right.keys())}"
+    skipped = set(skip)
+    return [
+        path for path in left if path not in skipped and left[path].numpy().tobytes() != right[path].numpy().tobytes()
+    ]
+
+
+class Twins:
+    """A client object and its twin built alike; arrays that differ when just built hold uninitialised memory."""
+
+    def __init__(self, make: Callable[[], Any]):
+        self.subject = make()
+        self.twin = make()
+        # wp.empty that the step never writes (no contacts, no enabled BVH shapes): garbage in both, not a result.
+        self.uninitialised = differing(self.subject, self.twin)
+
+    def differing(self) -> list[str]:
+        return differing(self.subject, self.twin, skip=self.uninitialised)
+
+    def count(self) -> int:
+        return len(arrays_of(self.subject))
+
+
+def replay_against_twin(checked: gc.CheckedGraph, twins: Twins, step: Callable[[Any], None], replays: int) -> list[str]:
+    """Step the twin once (the reference call), then replay ``replays`` times against as many eager steps.
+
+    Returns the arrays that differ afterwards (the uninitialised ones left out).
+    """
+    step(twins.twin)
+    for _ in range(replays):
+        wp.capture_launch(checked.graph)
+        step(twins.twin)
+    return twins.differing()
+
+
+def arguments(finding: gc.Finding) -> list[str]:
+    """The argument names a finding reports (one finding may name several: ``"p0, p1"``)."""
+    return finding.arg.split(", ") if finding.arg else []
+
+
+def assert_no_finding(report: gc.Report) -> None:
+    """The site replays right (checked before this), so any finding is a false alarm."""
+    if not report.ok:
+        raise WrongVerdict(f"false alarms on a site that replays bit-identically:\n{report}")
+
+
+def assert_caught(report: gc.Report, kind: str, args: Iterable[str]) -> None:
+    """Exactly ``kind`` is reported, and on at least each of ``args``."""
+    kinds = set(report.kinds())
+    named = {arg for f in report.findings if f.kind == kind for arg in arguments(f)}
+    missing = set(args) - named
+    if kinds != {kind} or missing:
+        raise WrongVerdict(
+            f"expected only {kind} (on {sorted(args)}); got kinds {sorted(kinds)}, "
+            f"{kind} on {sorted(a for a in named if a)}, missing {sorted(missing)}:\n{report}"
+        )
+
+
+def bytes_of(array: wp.array) -> bytes:
+    return np.ascontiguousarray(array.numpy()).tobytes()
