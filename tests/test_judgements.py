@@ -1256,6 +1256,9 @@ judge()(TwoOwners)
 # -- edge values: empty and None arrays, aliases, sizes --------------------------------------------
 
 
+_KEEP_ALIVE: list = []
+
+
 class Edges(Base):
     how = "empty_arg"
 
@@ -1285,7 +1288,11 @@ class Edges(Base):
         elif how == "growing_temp":
             # Bigger each call, used through a view of a fixed shape (the whole array's shape
             # would be another argument value: a kernel may read it).
-            t = wp.zeros(N + frame, dtype=float, device=d)[:N]
+            # Kept alive out of the owners' reach, so two calls' temporaries never share an
+            # address (which would hide the defect by chance).
+            whole = wp.zeros(N + frame, dtype=float, device=d)
+            _KEEP_ALIVE.append(whole)
+            t = whole[:N]
             wp.launch(K.square, dim=N, inputs=[self.v, t], device=d)
             wp.launch(K.axpy, dim=N, inputs=[t, self.x, 1.0], device=d)
         elif how == "empty_then_fill_drifts":
