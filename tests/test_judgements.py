@@ -1453,6 +1453,74 @@ variant("Dims2D_same", Dims2D)
 variant("Dims2D_second_dim_drifts", Dims2D, mode="dim", expect=["dim-drift"])
 
 
+# -- spatial structures: ids passed to kernels ------------------------------------------------------
+
+
+def _tetra_mesh(device, shift=0.0):
+    pts = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]], dtype=np.float32) + shift
+    return wp.Mesh(
+        points=wp.array(pts, dtype=wp.vec3, device=device),
+        indices=wp.array(np.array([0, 1, 2, 0, 1, 3, 0, 2, 3, 1, 2, 3], dtype=np.int32), device=device),
+    )
+
+
+_GLOBAL_MESH: dict[str, wp.Mesh] = {}
+
+
+class Structures(Base):
+    how = "mesh_same"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.mesh = _tetra_mesh(device)
+        self.mesh2 = _tetra_mesh(device, 0.5)
+        rng = np.random.default_rng(6)
+        self.points = wp.array(rng.random((N, 3)), dtype=wp.vec3, device=device)
+        self.grid = wp.HashGrid(4, 4, 4, device=device)
+        self.grid2 = wp.HashGrid(4, 4, 4, device=device)
+        self.grid.build(self.points, radius=0.25)
+        self.grid2.build(self.points, radius=0.5)
+        if device not in _GLOBAL_MESH:
+            # Made outside any capture: Warp 1.19 crashes making a wp.Mesh inside a CPU capture
+            # once another mesh exists (a Warp bug, seen with bare wp.ScopedCapture).
+            _GLOBAL_MESH[device] = _tetra_mesh(device)
+
+    def step(self):
+        frame, d, how = self.tick(), self.device, self.how
+        if how.startswith("mesh"):
+            mesh = self.mesh
+            if how == "mesh_swap" and frame % 2 == 0:
+                mesh = self.mesh2
+            elif how == "mesh_foreign":
+                mesh = _GLOBAL_MESH[d]
+            wp.launch(J.closest_distance, dim=N, inputs=[mesh.id, self.points, self.x], device=d)
+        else:
+            grid = self.grid2 if how == "grid_swap" and frame % 2 == 0 else self.grid
+            if how == "grid_upload_points":
+                pts = wp.array(np.random.default_rng(frame).random((N, 3)), dtype=wp.vec3, device=d)
+                grid.build(pts, radius=0.25)
+            wp.launch(K.count_neighbors, dim=N, inputs=[grid.id, self.points, self.x], device=d)
+
+    def after_capture(self):
+        if self.how == "mesh_rebuilt":
+            self.mesh = _tetra_mesh(self.device)
+        elif self.how == "grid_rebuilt":
+            self.grid = wp.HashGrid(4, 4, 4, device=self.device)
+            self.grid.build(self.points, radius=0.25)
+
+
+variant("Struct_mesh_same", Structures, how="mesh_same")
+D7 = "D7: an owned structure's id that changes between calls is compared as an integer (scalar-drift), not as a handle"
+D8 = "D8: the id of a structure no owner holds (a module-global mesh) is not checked for ownership"
+variant("Struct_mesh_swap", Structures, how="mesh_swap", expect=[("buffer-drift", "mesh")], defect={"capture": D7})
+variant("Struct_mesh_foreign", Structures, how="mesh_foreign", expect=[("foreign-buffer", "mesh")], defect=D8)
+variant("Struct_mesh_rebuilt", Structures, how="mesh_rebuilt", replay=("stale-pointer", "mesh"))
+variant("Struct_grid_same", Structures, how="grid_same")
+variant("Struct_grid_swap", Structures, how="grid_swap", expect=[("buffer-drift", "grid")], defect={"capture": D7})
+variant("Struct_grid_rebuilt", Structures, how="grid_rebuilt", replay=("stale-pointer", "grid"))
+variant("Struct_grid_upload_points", Structures, how="grid_upload_points", expect=[("per-call-allocation", "points")])
+
+
 # -- the tests ------------------------------------------------------------------------------------
 
 
