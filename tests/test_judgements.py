@@ -1521,6 +1521,89 @@ variant("Struct_grid_rebuilt", Structures, how="grid_rebuilt", replay=("stale-po
 variant("Struct_grid_upload_points", Structures, how="grid_upload_points", expect=[("per-call-allocation", "points")])
 
 
+# -- values equal once packed, calls that differ only outside the capture, reorderings ----------------
+
+
+class Packing(Base):
+    how = "float32_rounding"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.out = wp.zeros(1, dtype=float, device=device)
+        self.params = K.Params()
+        self.params.scratch = wp.zeros(N, dtype=float, device=device)
+
+    def step(self):
+        frame, d, how = self.tick(), self.device, self.how
+        if how == "float32_rounding":
+            # 1 + 1e-10 * frame is 1.0f once packed: the graph bakes the same bits.
+            wp.launch(K.axpy, dim=N, inputs=[self.v, self.x, 1.0 + 1e-10 * frame], device=d)
+        elif how == "float16_rounding":
+            wp.launch(M.value_arg, dim=1, inputs=[self.out, wp.float16(1.0 + 1e-5 * frame)], device=d)
+        elif how == "struct_field_rounding":
+            self.params.dt = 0.5 + 1e-10 * frame
+            wp.launch(K.with_struct, dim=N, inputs=[self.x, self.params], device=d)
+        elif how == "numpy_vs_python":
+            alpha = np.float32(0.5) if frame % 2 else 0.5
+            wp.launch(K.axpy, dim=N, inputs=[self.v, self.x, alpha], device=d)
+        elif how == "fill_numpy_vs_python":
+            self.x.fill_(np.float32(0.5) if frame % 2 else 0.5)
+        elif how == "int_as_float":
+            wp.launch(K.axpy, dim=N, inputs=[self.v, self.x, 2 if frame % 2 else 2.0], device=d)
+
+
+for _how in ("float32_rounding", "float16_rounding", "struct_field_rounding", "numpy_vs_python",
+             "fill_numpy_vs_python", "int_as_float"):  # fmt: skip
+    variant(f"Packed_{_how}", Packing, how=_how)
+
+
+class FirstCallOnly(Base):
+    """Host work only in the first (reference) call: the capture does not contain it."""
+
+    how = "readback"
+
+    def step(self):
+        frame = self.tick()
+        if frame == 1:
+            if self.how == "readback":
+                _ = self.x.numpy().sum()
+            else:
+                wp.synchronize()
+        wp.launch(K.add_one, dim=N, inputs=[self.x], device=self.device)
+
+
+variant("FirstCall_readback", FirstCallOnly, how="readback")
+variant("FirstCall_synchronize", FirstCallOnly, how="synchronize")
+
+
+class Orders(Base):
+    how = "reorder"
+
+    def step(self):
+        frame, d = self.tick(), self.device
+        if self.how == "reorder":
+            kernels = (K.add_one, K.decrement) if frame % 2 else (K.decrement, K.add_one)
+            for kernel in kernels:
+                wp.launch(kernel, dim=N, inputs=[self.x], device=d)
+        elif self.how == "extra_copy":
+            if frame % 2 == 0:
+                wp.copy(self.y, self.x)
+            wp.launch(K.add_one, dim=N, inputs=[self.x], device=d)
+        elif self.how == "extra_fill":
+            wp.launch(K.add_one, dim=N, inputs=[self.x], device=d)
+            if frame % 2 == 0:
+                self.y.zero_()
+        elif self.how == "assign_list":
+            self.x.assign([float(frame)] * N)
+            wp.launch(K.add_one, dim=N, inputs=[self.x], device=d)
+
+
+variant("Order_reorder", Orders, how="reorder", expect=["launch-sequence-drift"])
+variant("Order_extra_copy", Orders, how="extra_copy", expect=["launch-sequence-drift"])
+variant("Order_extra_fill", Orders, how="extra_fill", expect=["launch-sequence-drift"])
+variant("Assign_list", Orders, how="assign_list", expect=["per-call-allocation"])
+
+
 # -- the tests ------------------------------------------------------------------------------------
 
 
