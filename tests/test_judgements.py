@@ -1604,6 +1604,37 @@ variant("Order_extra_fill", Orders, how="extra_fill", expect=["launch-sequence-d
 variant("Assign_list", Orders, how="assign_list", expect=["per-call-allocation"])
 
 
+# -- uploads the graph never uses, or makes once --------------------------------------------------
+
+
+class Uploads(Base):
+    how = "lazy"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.table = None
+
+    def step(self):
+        frame, d = self.tick(), self.device
+        if self.how == "lazy":
+            if self.table is None:  # uploaded in the first (reference) call and kept
+                self.table = wp.array(np.linspace(0.0, 1.0, N, dtype=np.float32), dtype=float, device=d)
+            wp.launch(K.axpy, dim=N, inputs=[self.table, self.x, 1.0], device=d)
+        elif self.how == "unused":
+            _log = wp.array(np.full(N, float(frame), dtype=np.float32), dtype=float, device=d)  # never launched with
+            wp.launch(K.add_one, dim=N, inputs=[self.x], device=d)
+        elif self.how == "upload_then_device_copy":
+            # Uploaded, then copied on the device into an owned buffer: the copy's source is the upload.
+            tmp = wp.array(np.full(N, float(frame), dtype=np.float32), dtype=float, device=d)
+            wp.copy(self.y, tmp)
+            wp.launch(K.axpy, dim=N, inputs=[self.y, self.x, 1.0], device=d)
+
+
+variant("Upload_lazy", Uploads, how="lazy", strict="none")
+variant("Upload_unused", Uploads, how="unused")
+variant("Upload_then_device_copy", Uploads, how="upload_then_device_copy", expect=[("per-call-allocation", "src")])
+
+
 # -- the tests ------------------------------------------------------------------------------------
 
 
