@@ -772,12 +772,16 @@ def code_kind(code: types.CodeType) -> int:
     return 0
 
 
-#: Warp functions whose device work initialises or reads back memory they allocate
-#: themselves; work they issue is "internal" (left out of traces by default).
+#: Warp functions whose device work is fully decided by the memory they allocate (the
+#: zeros of wp.zeros, the ones of wp.ones), or that read back to the host: work they issue
+#: is "internal" (left out of traces by default). Work that carries the user's values is
+#: not: the fill of ``wp.full(value)``, the copy of ``wp.clone(src)``, ``contiguous()`` and
+#: ``to()`` are compared like the user's own. ``wp.array(data)``'s upload is internal: the
+#: ``per-call-allocation`` of the buffer it fills is its finding.
 ALLOCATING_FUNCTIONS = frozenset(
     {
-        "zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "empty", "empty_like",
-        "clone", "_alloc_grad", "_init_from_data", "contiguous", "to", "numpy", "list",
+        "zeros", "zeros_like", "ones", "ones_like", "empty", "empty_like", "_alloc_grad", "_init_from_data",
+        "numpy", "list",
     }
 )  # fmt: skip
 

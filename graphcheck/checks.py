@@ -380,7 +380,14 @@ def capture_failed(error: BaseException, site: Site | None, operations: int) -> 
     then is the memory pool, not moving a readback.
     """
     text = str(error).strip()
-    mempool = "mempool" in text or "memory pool" in text
+    if "mempool" in text or "memory pool" in text:
+        fix: str | None = _MEMPOOL_FIX
+    elif isinstance(error, NotImplementedError):
+        # Warp cannot capture this operation at all (a CPU capture of a strided copy or
+        # fill): its own message says what it does not support.
+        fix = f"do this operation outside the captured call, or in a way Warp can capture ({text.splitlines()[0]})"
+    else:
+        fix = None
     return make_finding(
         "capture-error",
         f"the capture failed with {type(error).__name__}",
@@ -388,5 +395,5 @@ def capture_failed(error: BaseException, site: Site | None, operations: int) -> 
         site=site,
         captured=text,
         values=text.splitlines()[0] if text else type(error).__name__,
-        fix=_MEMPOOL_FIX if mempool else None,
+        fix=fix,
     )

@@ -422,6 +422,36 @@ class CopyOffset(Producer):
         self.slot = (self.slot + 1) % 8
 
 
+class FullValueDrift(Producer):
+    """A temporary made with wp.full from a host value: the graph fills with the capture-time value."""
+
+    expected = "copy-drift"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.frame = 0
+
+    def step(self):
+        self.frame += 1
+        offset = wp.full(N, float(self.frame), dtype=float, device=self.device)
+        self.launch(K.axpy, [offset, self.x, 1.0])
+
+
+class CloneOfSwapped(Producer):
+    """A snapshot cloned from whichever buffer is current, swapped each call."""
+
+    expected = "buffer-drift"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.y = wp.full(N, 3.0, dtype=float, device=device)
+
+    def step(self):
+        snapshot = wp.clone(self.x)
+        self.launch(K.axpy, [snapshot, self.v, 1.0])
+        self.x, self.y = self.y, self.x
+
+
 # -- capture-error ----------------------------------------------------------------------
 
 
@@ -699,6 +729,8 @@ UNSAFE = [
     CopyCount,
     FillValue,
     CopyOffset,
+    FullValueDrift,
+    CloneOfSwapped,
     ReductionReadback,
     ModuleGlobalScratch,
 ]

@@ -616,12 +616,12 @@ def test_capture_state_reads_the_13x_tuple(monkeypatch):
 
 
 def test_addresses_read_from_nodes_replace_those_recorded_for_the_same_operation():
-    # Warp's internal copy (inside wp.clone) comes first in the capture's trace, so trace
+    # Warp's internal memset (inside wp.zeros) comes first in the capture's trace, so trace
     # indices and report positions differ by one: the launch is record 1 but operation 0.
     keep = Keep()
     a, b = wp.zeros(64, dtype=float, device=DEVICE), wp.ones(64, dtype=float, device=DEVICE)
     with gc.trace_launches(include_warp=True) as trace:
-        wp.clone(b)
+        wp.zeros(64, dtype=float, device=DEVICE)
         wp.launch(K.scale, dim=64, inputs=[a, b, 2.5, 3], device=DEVICE)
         wp.copy(b, a)  # its node is not read: it keeps its recorded addresses
     internal, launch, copy = trace

@@ -489,3 +489,15 @@ def test_a_hash_grid_rebuilt_after_capture_is_a_stale_handle():
     replay = checked.check_replay(on_failure="ignore")
     assert {(f.kind, f.arg) for f in replay.findings} == {("stale-pointer", "grid")}, str(replay)
     assert "owner.grid.id" in replay.findings[0].message
+
+
+def test_an_operation_warp_cannot_capture_is_a_capture_error_with_warps_reason():
+    class StridedFill(P.Producer):
+        def step(self):
+            self.x[::2].fill_(1.0)
+
+    sim = StridedFill(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), on_failure="ignore")
+    (finding,) = checked.report.findings
+    assert finding.kind == "capture-error"
+    assert "readbacks" not in finding.fix and "outside the captured call" in finding.fix

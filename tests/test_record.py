@@ -205,17 +205,18 @@ def test_assign_from_numpy_records_the_copy_and_the_wrapped_host_buffer(cpu):
     assert trace[0].src.ptr in alloc
 
 
-def test_clone_copy_is_internal_and_left_out_by_default(cpu):
+def test_clone_copy_and_full_fill_are_the_users_operations(cpu):
+    # They carry the user's values (the source, the fill value): compared like the user's own.
     a, _ = arrays()
     with gc.trace_launches() as trace:
         c = wp.clone(a)
-    assert len(trace) == 0
-    (alloc,) = trace.allocations
-    assert alloc.via == "clone" and c.ptr in alloc
-    with gc.trace_launches(include_warp=True) as everything:
-        wp.clone(a)
-    (copy,) = everything
-    assert copy.kernel == "wp.copy" and copy.internal and copy.via == "clone"
+        f = wp.full(8, 2.5, dtype=float, device=cpu)
+    copy, fill = trace
+    assert (copy.kernel, copy.via, copy.internal) == ("wp.copy", "clone", False)
+    assert (copy.src.ptr, copy.dest.ptr) == (a.ptr, c.ptr)
+    assert (fill.kernel, fill.via, fill.internal, fill.value) == ("array.fill_", "full", False, 2.5)
+    assert fill.dest.ptr == f.ptr
+    assert [alloc.via for alloc in trace.allocations] == ["clone", "full"]
 
 
 def test_zeros_memset_is_internal(cpu):
