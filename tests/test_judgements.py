@@ -571,8 +571,7 @@ for _op in ("zero", "fill_scalar", "fill_int", "fill_vec", "fill_2d", "full_temp
     variant(f"Fill_{_op}_fixed", Fills, op=_op, strict="per-call-allocation" if _op == "full_temp" else None)
 for _op in ("fill_scalar", "fill_int", "fill_vec", "fill_2d"):
     variant(f"Fill_{_op}_drifts", Fills, op=_op, counter=True, expect=["copy-drift"])
-variant("Fill_full_temp_drifts", Fills, op="full_temp", counter=True, expect=["copy-drift"],
-        defect="D3: the fill inside wp.full is marked internal and compare.diff drops internal records")
+variant("Fill_full_temp_drifts", Fills, op="full_temp", counter=True, expect=["copy-drift"])
 # Warp's CPU capture refuses fills of non-contiguous arrays (NotImplementedError).
 variant("Fill_fill_strided", Fills, op="fill_strided", expect=["capture-error"])
 variant("Fill_zero_strided", Fills, op="zero_strided", expect=["capture-error"])
@@ -628,6 +627,10 @@ class Allocs(Base):
             return wp.array(np.ones(N, dtype=np.float32), dtype=float, device=d)
         if op == "owned_staging_wrapped":
             return wp.array(self.staging, dtype=float, device=d, copy=False)
+        if op == "full_like_drifts":
+            return wp.full_like(self.x, float(frame))
+        if op == "clone_swap":
+            return wp.clone(self.v if frame % 2 else self.y)
         if op == "assign_numpy_into_temp":
             t = wp.empty(N, dtype=float, device=d)
             t.assign(np.full(N, float(frame), dtype=np.float32))
@@ -642,6 +645,8 @@ class Allocs(Base):
 for _op in ("zeros", "empty", "full", "ones", "zeros_like", "empty_like", "full_like", "ones_like", "clone",
             "copy_into_temp"):  # fmt: skip
     variant(f"Alloc_{_op}", Allocs, op=_op, strict="per-call-allocation")
+variant("Alloc_full_like_drifts", Allocs, op="full_like_drifts", expect=["copy-drift"])
+variant("Alloc_clone_swap", Allocs, op="clone_swap", expect=[("buffer-drift", "src")])
 variant("Alloc_owned_staging_wrapped", Allocs, op="owned_staging_wrapped", strict="none", defect={"strict": D6})
 for _op in ("array_numpy", "array_list", "from_numpy", "assign_numpy_into_temp"):
     variant(f"Alloc_{_op}", Allocs, op=_op, expect=["per-call-allocation"])
