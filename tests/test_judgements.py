@@ -1640,6 +1640,50 @@ variant("Upload_unused", Uploads, how="unused")
 variant("Upload_then_device_copy", Uploads, how="upload_then_device_copy", expect=[("per-call-allocation", "src")])
 
 
+# -- gradients, per-call structs and views, and changes after the capture that are harmless ------------
+
+
+class Misc(Base):
+    how = "grad_swap"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.x = wp.zeros(N, dtype=float, device=device, requires_grad=True)
+        self.grad_a = self.x.grad
+        self.grad_b = wp.zeros(N, dtype=float, device=device)
+        self.scratch = wp.ones(N, dtype=float, device=device)
+        self.ints = wp.zeros(N, dtype=wp.int32, device=device)
+
+    def step(self):
+        frame, d, how = self.tick(), self.device, self.how
+        if how == "grad_swap":
+            self.x.grad = self.grad_b if frame % 2 == 0 else self.grad_a
+            wp.launch(K.integrate, dim=N, inputs=[self.x, self.v, 0.1], device=d)
+        elif how == "struct_per_call":
+            params = K.Params()
+            params.scratch = self.scratch
+            params.dt = 0.1
+            params.gravity = wp.vec3(0.0, -9.8, 0.0)
+            wp.launch(K.with_struct, dim=N, inputs=[self.y, params], device=d)
+        elif how == "dtype_view":
+            wp.launch(J.int_to_float, dim=N, inputs=[self.x.view(wp.int32), self.y], device=d)
+        else:
+            wp.launch(K.integrate, dim=N, inputs=[self.x, self.v, 0.1], device=d)
+
+    def after_capture(self):
+        if self.how == "new_view_same_memory":
+            self.v = self.v[:]
+        elif self.how == "grad_zeroed":
+            self.x.grad.zero_()
+
+
+variant("Grad_swap", Misc, how="grad_swap", expect=[("buffer-drift", "x.grad")])
+variant("Struct_made_per_call", Misc, how="struct_per_call")
+variant("View_dtype", Misc, how="dtype_view", strict="none")
+variant("Break_new_view_same_memory", Misc, how="new_view_same_memory", replay="none")
+variant("Break_grad_zeroed", Misc, how="grad_zeroed", replay="none")
+
+
 # -- the tests ------------------------------------------------------------------------------------
 
 
