@@ -907,6 +907,12 @@ class HostLoops(Base):
             s = float(self.count.numpy()[0])  # 0 in the reference call, 4 in the capture
             wp.launch(K.axpy, dim=N, inputs=[self.v, self.x, s], device=self.device)
             wp.launch(K.bump, dim=1, inputs=[self.count], device=self.device)
+        elif op == "np_asarray":
+            wp.launch(K.add_one, dim=N, inputs=[self.x], device=self.device)
+            _ = np.asarray(self.x).sum()  # zero-copy on the CPU: still a read of what the graph computes
+        elif op == "inner_readback":
+            wp.launch(K.add_one, dim=N, inputs=[self.x], device=self.device)
+            _ = wp.utils.array_inner(self.x, self.v)
         elif op == "readback_loop":
             wp.launch(K.add_one, dim=N, inputs=[self.x], device=self.device)
             for _ in range(int(self.x.numpy()[0]) % 3):
@@ -918,6 +924,9 @@ variant("Loop_fixed_count", HostLoops, op="fixed_loop")
 variant("Loop_first_call_only", HostLoops, op="first_call_only", expect=["launch-sequence-drift"])
 variant("Readback_numpy", HostLoops, op="numpy", expect=["capture-error"])
 variant("Readback_list", HostLoops, op="list", expect=["capture-error"])
+variant("Readback_np_asarray", HostLoops, op="np_asarray", expect=["capture-error"],
+        defect="D9: np.asarray(cpu_array) reads through __array_interface__, which is not hooked as a readback")
+variant("Readback_array_inner", HostLoops, op="inner_readback", expect=["capture-error"])
 variant("Sync_synchronize", HostLoops, op="synchronize", expect=["capture-error"])
 variant("Sync_synchronize_device", HostLoops, op="synchronize_device", expect=["capture-error"])
 variant("Readback_scalar", HostLoops, op="readback_scalar", expect=["capture-error", ("scalar-drift", "alpha")])
