@@ -118,7 +118,7 @@ def ignore_first(a: wp.array[float], out: wp.array[float]):
 def closest_distance(mesh: wp.uint64, points: wp.array[wp.vec3], out: wp.array[float]):
     i = wp.tid()
     q = wp.mesh_query_point(mesh, points[i], 10.0)
-    d = float(-1.0)
+    d = -1.0
     if q.result:
         d = wp.length(wp.mesh_eval_position(mesh, q.face, q.u, q.v) - points[i])
     out[i] = d

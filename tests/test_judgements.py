@@ -8,7 +8,10 @@ safe by values with ``gc.verify_replay`` (replayed against an eager twin). A pro
 then report ``replay`` (usually ``stale-pointer`` naming the argument). ``strict`` is what
 ``strict_ownership=True`` reports. A judgement graphcheck gets wrong today carries
 ``defect``: the reason, or ``{test: reason}`` for the tests it concerns (``"capture"``,
-``"safe"``, ``"replay"``, ``"strict"``); those tests are strict xfails.
+``"safe"``, ``"replay"``, ``"strict"``, ``"wrong"``); those tests are strict xfails.
+
+Where the CPU can show it, an unsafe judgement is also shown wrong by values: replayed, its
+graph computes other values than eager stepping (``WRONG_REPLAY``).
 
 They go beyond tests/producers.py and tests/test_matrix.py: every launch path, copies,
 fills, allocations, native helpers, views, replay-time breaks, host scalars of every
@@ -23,9 +26,7 @@ import warp as wp
 from warp import launch as early_launch  # bound before graphcheck installs its hooks
 
 import graphcheck as gc
-from tests import judgement_kernels as J
-from tests import kernels as K
-from tests import matrix_kernels as M
+from tests import judgement_kernels as J, kernels as K, matrix_kernels as M
 
 DEVICE = "cpu"
 N = 16
@@ -410,8 +411,13 @@ class Tiled(Base):
 
 variant("Tiled_same", Tiled)
 variant("Tiled_rows", Tiled, expect=["dim-drift"], mode="rows")
-variant("Tiled_block", Tiled, expect=["dim-drift"], mode="block",
-        defect="D2: launch_tiled's requested block_dim is resolved (to 1 on the CPU) before the launch hook sees it")
+variant(
+    "Tiled_block",
+    Tiled,
+    expect=["dim-drift"],
+    mode="block",
+    defect="D2: launch_tiled's requested block_dim is resolved (to 1 on the CPU) before the launch hook sees it",
+)
 variant("Tiled_swap", Tiled, expect=[("buffer-drift", "b")], mode="swap")
 
 
@@ -778,7 +784,7 @@ class Views(Base):
         if op == "slice":
             wp.launch(K.add_one, dim=N, inputs=[self.ring[k * N : (k + 1) * N]], device=self.device)
         elif op == "strided_slice":
-            wp.launch(K.add_one, dim=N, inputs=[self.ring[k :: 4][:N]], device=self.device)
+            wp.launch(K.add_one, dim=N, inputs=[self.ring[k::4][:N]], device=self.device)
         elif op == "reshape":
             wp.launch(J.add_2d, dim=(4, 4), inputs=[self.ring[k * N : (k + 1) * N].reshape((4, 4)), 1.0],
                       device=self.device)  # fmt: skip
@@ -924,8 +930,13 @@ variant("Loop_fixed_count", HostLoops, op="fixed_loop")
 variant("Loop_first_call_only", HostLoops, op="first_call_only", expect=["launch-sequence-drift"])
 variant("Readback_numpy", HostLoops, op="numpy", expect=["capture-error"])
 variant("Readback_list", HostLoops, op="list", expect=["capture-error"])
-variant("Readback_np_asarray", HostLoops, op="np_asarray", expect=["capture-error"],
-        defect="D9: np.asarray(cpu_array) reads through __array_interface__, which is not hooked as a readback")
+variant(
+    "Readback_np_asarray",
+    HostLoops,
+    op="np_asarray",
+    expect=["capture-error"],
+    defect="D9: np.asarray(cpu_array) reads through __array_interface__, which is not hooked as a readback",
+)
 variant("Readback_array_inner", HostLoops, op="inner_readback", expect=["capture-error"])
 variant("Sync_synchronize", HostLoops, op="synchronize", expect=["capture-error"])
 variant("Sync_synchronize_device", HostLoops, op="synchronize_device", expect=["capture-error"])
@@ -1024,13 +1035,20 @@ class MoreLaunches(Base):
             gy = self.gy2 if self.mode == "swap" and frame % 2 == 0 else self.gy
             wp.launch(K.axpy, dim=N, inputs=[self.v, self.x, s], adj_inputs=[self.gx, gy, 0.0], adjoint=True, device=d)
         elif self.how == "max_blocks":
-            wp.launch(K.axpy, dim=N, inputs=[self.v, self.x, s], max_blocks=frame if self.mode == "dim" else 0, device=d)
+            wp.launch(
+                K.axpy, dim=N, inputs=[self.v, self.x, s], max_blocks=frame if self.mode == "dim" else 0, device=d
+            )
 
 
 for _how in ("cmd_in_step", "default_device", "numpy_dim", "int_for_float", "adjoint"):
     variant(f"Launch_{_how}_same", MoreLaunches, how=_how)
-    variant(f"Launch_{_how}_scalar", MoreLaunches, how=_how, mode="scalar",
-            expect=[("scalar-drift", "alpha" if _how != "adjoint" else None)])
+    variant(
+        f"Launch_{_how}_scalar",
+        MoreLaunches,
+        how=_how,
+        mode="scalar",
+        expect=[("scalar-drift", "alpha" if _how != "adjoint" else None)],
+    )
 variant("Launch_adjoint_swap", MoreLaunches, how="adjoint", mode="swap", expect=["buffer-drift"])
 variant("Launch_max_blocks_same", MoreLaunches, how="max_blocks")
 variant("Launch_max_blocks_dim", MoreLaunches, how="max_blocks", mode="dim", expect=["dim-drift"])
@@ -1118,12 +1136,17 @@ STRICT_PCA = "per-call-allocation"
 for _how in ("loop", "vec3_2d", "struct_array", "scan_out", "sort_temps", "struct_field_temp", "taped_temp",
              "copy_between_temps", "constructor_shape", "kept_zeros_then_filled"):  # fmt: skip
     variant(f"Temp_{_how}", Temporaries, how=_how, strict=STRICT_PCA)
-variant("Temp_struct_field_upload", Temporaries, how="struct_field_upload",
-        expect=[("per-call-allocation", "p.scratch")])
+variant(
+    "Temp_struct_field_upload", Temporaries, how="struct_field_upload", expect=[("per-call-allocation", "p.scratch")]
+)
 # The graph reads the reference call's temporary, which the owner dropped when the capture
 # kept its own: another buffer than the reference call's, and one nobody holds (replay reads freed memory).
-variant("Temp_previous_frame_kept", Temporaries, how="previous_frame_kept",
-        expect=[("buffer-drift", "x"), ("foreign-buffer", "x")])
+variant(
+    "Temp_previous_frame_kept",
+    Temporaries,
+    how="previous_frame_kept",
+    expect=[("buffer-drift", "x"), ("foreign-buffer", "x")],
+)
 
 
 # -- ownership through containers ---------------------------------------------------------------
@@ -1335,8 +1358,10 @@ variant("Edge_none_then_array", Edges, how="none_then_array", expect=[("buffer-d
 variant("Edge_alias_by_ptr", Edges, how="alias_by_ptr", strict="none")
 variant("Edge_alias_owned_numpy_by_ptr", Edges, how="alias_owned_numpy_by_ptr", strict="none")
 variant("Edge_from_owned_numpy", Edges, how="from_owned_numpy", expect=["per-call-allocation"])
-D4 = ("D4: two calls' temporaries are told apart by their size (compare._where keys on alloc.label), "
-      "so a temporary sized by a host value is buffer-drift")
+D4 = (
+    "D4: two calls' temporaries are told apart by their size (compare._where keys on alloc.label), "
+    "so a temporary sized by a host value is buffer-drift"
+)
 variant("Edge_growing_temp", Edges, how="growing_temp", strict=STRICT_PCA, defect={"capture": D4, "safe": D4})
 variant("Edge_empty_then_fill_drifts", Edges, how="empty_then_fill_drifts", expect=["copy-drift"])
 variant("Edge_temp_view", Edges, how="temp_view", strict=STRICT_PCA)
@@ -1526,11 +1551,23 @@ class Structures(Base):
 variant("Struct_mesh_same", Structures, how="mesh_same")
 D7 = "D7: an owned structure's id that changes between calls is compared as an integer (scalar-drift), not as a handle"
 D8 = "D8: the id of a structure no owner holds (a module-global mesh) is not checked for ownership"
-variant("Struct_mesh_swap", Structures, how="mesh_swap", expect=[("buffer-drift", "mesh")], defect={"capture": D7})
+variant(
+    "Struct_mesh_swap",
+    Structures,
+    how="mesh_swap",
+    expect=[("buffer-drift", "mesh")],
+    defect={"capture": D7, "wrong": D7},
+)
 variant("Struct_mesh_foreign", Structures, how="mesh_foreign", expect=[("foreign-buffer", "mesh")], defect=D8)
 variant("Struct_mesh_rebuilt", Structures, how="mesh_rebuilt", replay=("stale-pointer", "mesh"))
 variant("Struct_grid_same", Structures, how="grid_same")
-variant("Struct_grid_swap", Structures, how="grid_swap", expect=[("buffer-drift", "grid")], defect={"capture": D7})
+variant(
+    "Struct_grid_swap",
+    Structures,
+    how="grid_swap",
+    expect=[("buffer-drift", "grid")],
+    defect={"capture": D7, "wrong": D7},
+)
 variant("Struct_grid_rebuilt", Structures, how="grid_rebuilt", replay=("stale-pointer", "grid"))
 variant("Struct_grid_upload_points", Structures, how="grid_upload_points", expect=[("per-call-allocation", "points")])
 
@@ -1709,6 +1746,86 @@ BROKEN = [_param(c, "replay") for c in JUDGEMENTS if c.replay is not None]
 STRICT = [_param(c, "strict") for c in JUDGEMENTS if c.strict is not None]
 
 
+#: Unsafe judgements whose wrong replay the CPU shows (gc.verify_replay reports replay-divergence).
+#: The others are wrong too, but their kernels happen to compute the same values either way
+#: (an idempotent kernel on swapped buffers, a value the kernel ignores), or read freed host
+#: memory whose content is left to the allocator.
+WRONG_REPLAY = {
+    "Path_positional_scalar",
+    "Path_positional_dim",
+    "Path_keywords_scalar",
+    "Path_keywords_dim",
+    "Path_outputs_scalar",
+    "Path_outputs_dim",
+    "Path_early_bound_scalar",
+    "Path_early_bound_dim",
+    "Path_tuple_dim_scalar",
+    "Path_tuple_dim_dim",
+    "Path_capture_if_scalar",
+    "Path_capture_if_dim",
+    "Path_capture_if_false_scalar",
+    "Path_capture_if_false_dim",
+    "Path_capture_while_scalar",
+    "Path_capture_while_dim",
+    "Path_cmd_by_name_scalar",
+    "Path_cmd_by_name_dim",
+    "Path_cmd_by_index_scalar",
+    "Path_cmd_by_index_dim",
+    "Path_cmd_set_params_scalar",
+    "Path_cmd_set_params_dim",
+    "PyFloatCounter",
+    "NpFloat32Counter",
+    "NpFloat64Counter",
+    "IntCounterArg",
+    "Generic_f32_scalar",
+    "Generic_vec3_scalar",
+    "Generic_f64_scalar",
+    "Nested_leaf_k",
+    "Nested_count",
+    "Tiled_rows",
+    "Tape_scalar",
+    "Copy_copy_offsets_drifts",
+    "Copy_copy_count_drifts",
+    "Copy_copy_swap_drifts",
+    "Fill_fill_scalar_drifts",
+    "Fill_fill_int_drifts",
+    "Fill_fill_vec_drifts",
+    "Fill_fill_2d_drifts",
+    "Fill_full_temp_drifts",
+    "Fill_zero_swap",
+    "Alloc_full_like_drifts",
+    "Alloc_clone_swap",
+    "Native_scan_inclusive_flag",
+    "Native_sort_count",
+    "Mesh_refit_scalar",
+    "View_slice_drifts",
+    "View_strided_slice_drifts",
+    "View_reshape_drifts",
+    "View_transpose_drifts",
+    "View_row_drifts",
+    "View_indexed_drifts",
+    "Loop_host_count",
+    "Launch_cmd_in_step_scalar",
+    "Launch_default_device_scalar",
+    "Launch_numpy_dim_scalar",
+    "Launch_int_for_float_scalar",
+    "OptimizerAdam",
+    "HostListGrows",
+    "SwapEveryThirdCall",
+    "Edge_empty_then_fill_drifts",
+    "Edge_dim_zero_alternates",
+    "Native_sum_value_count",
+    "Native_scan_slice_drifts",
+    "Native_rle_value_count",
+    "Dims2D_second_dim_drifts",
+    "Struct_mesh_swap",
+    "Struct_grid_swap",
+    "Order_extra_copy",
+    "Grad_swap",
+}
+SHOWN_WRONG = [_param(c, "wrong") for c in JUDGEMENTS if c.__name__ in WRONG_REPLAY]
+
+
 def _expected_kinds(expect):
     return {e[0] if isinstance(e, tuple) else e for e in expect}
 
@@ -1752,5 +1869,14 @@ def test_strict_ownership(cls):
     _assert_verdict(checked.report, [] if cls.strict == "none" else [cls.strict])
 
 
+@pytest.mark.parametrize("cls", SHOWN_WRONG)
+def test_unsafe_is_shown_wrong_by_replay(cls):
+    # The verdict is a claim: replaying the graph differs from stepping eagerly.
+    report = gc.verify_replay(cls, steps=4, device=DEVICE, on_failure="ignore")
+    assert "replay-divergence" in report.kinds(), str(report)
+    assert _expected_kinds(cls.expect) <= set(report.kinds()) | {"replay-divergence"}
+
+
 def test_there_are_many_judgements():
-    assert len(CAPTURED) + len(SAFE) + len(BROKEN) + len(STRICT) >= 250
+    assert len(WRONG_REPLAY) == len(SHOWN_WRONG)
+    assert len(CAPTURED) + len(SAFE) + len(BROKEN) + len(STRICT) >= 500
