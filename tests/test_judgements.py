@@ -1730,6 +1730,36 @@ variant("Break_new_view_same_memory", Misc, how="new_view_same_memory", replay="
 variant("Break_grad_zeroed", Misc, how="grad_zeroed", replay="none")
 
 
+# -- several causes in one call: each reported with its kind ----------------------------------------
+
+
+class Combos(Base):
+    how = "scalar_and_swap"
+
+    def step(self):
+        frame, d, how = self.tick(), self.device, self.how
+        a = self.y if frame % 2 == 0 and "swap" in how else self.x
+        s = float(frame) if "scalar" in how else 1.0
+        dim = 4 * frame if "dim" in how else N
+        b = _global("combo") if "foreign" in how else self.v
+        if "upload" in how:
+            b = wp.array(np.full(N, float(frame), dtype=np.float32), dtype=float, device=d)
+        wp.launch(K.scale, dim=dim, inputs=[a, b, s, 1], device=d)
+        if "fill" in how:
+            self.y.fill_(float(frame))
+
+
+for _how, _expect in {
+    "scalar_and_swap": [("scalar-drift", "s"), ("buffer-drift", "a")],
+    "scalar_and_dim": [("scalar-drift", "s"), "dim-drift"],
+    "scalar_and_foreign": [("scalar-drift", "s"), ("foreign-buffer", "b")],
+    "scalar_and_upload": [("scalar-drift", "s"), ("per-call-allocation", "b")],
+    "swap_and_fill": [("buffer-drift", "a"), "copy-drift"],
+    "dim_and_foreign": ["dim-drift", ("foreign-buffer", "b")],
+}.items():
+    variant(f"Combo_{_how}", Combos, how=_how, expect=_expect)
+
+
 # -- the tests ------------------------------------------------------------------------------------
 
 
