@@ -109,8 +109,8 @@ class Session:
     """What one context is recording: its active traces and the call in progress."""
 
     __slots__ = (
-        "allocations_seen", "appends", "conditional_depth", "conditionals", "in_memset", "pending", "traces",
-        "uploading",
+        "allocations_seen", "appends", "bodies", "conditional_depth", "conditionals", "in_memset", "pending",
+        "traces", "uploading",
     )  # fmt: skip
 
     def __init__(self, traces: tuple[LaunchTrace, ...]) -> None:
@@ -123,12 +123,13 @@ class Session:
         self.uploading = 0  # inside wp.array(data): allocations are filled from host memory
         self.conditional_depth = 0
         self.conditionals: list[LaunchRecord] = []  # the wp.capture_if / capture_while calls in progress
+        self.bodies: list[tuple[int, str, int]] = []  # the conditional bodies running: see _body
 
     # -- delivery -------------------------------------------------------------------------
 
     def _emit(self, record: LaunchRecord) -> None:
         if self.conditional_depth:
-            record.nested = True
+            record.nested = self.bodies[-1] if self.bodies else True
         internal = record.internal
         for trace in self.traces:
             if not internal or trace.include_warp:
@@ -387,6 +388,9 @@ class Session:
         self.before_cuda_op(record, handle)
         self.conditional_depth += 1
         self.conditionals.append(record)
+        # Each body the user passed runs under a key (conditional, branch, iteration), so its
+        # operations compare with the same body's in another call.
+        args, kwargs = _with_bodies(self, record.seq, name, args, kwargs)
         try:
             result = original(condition, *args, **kwargs)
         finally:
@@ -420,6 +424,39 @@ class Session:
         )
         for trace in self.traces:
             trace.allocations.append(allocation)
+
+
+# The parameters of wp.capture_if / capture_while that take a body, in order.
+_BODIES = {"capture_if": ("on_true", "on_false"), "capture_while": ("while_body",)}
+
+
+def _with_bodies(
+    session: Session, seq: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``args`` and ``kwargs`` with every body callable wrapped to mark its operations."""
+    positional, kwargs = list(args), dict(kwargs)
+    for i, branch in enumerate(_BODIES.get(name, ())):
+        if i < len(positional):
+            positional[i] = _body(session, seq, branch, positional[i])
+        elif branch in kwargs:
+            kwargs[branch] = _body(session, seq, branch, kwargs[branch])
+    return tuple(positional), kwargs
+
+
+def _body(session: Session, seq: int, branch: str, body: Any) -> Any:
+    # A wp.Graph branch is no callable: its operations were recorded when it was captured.
+    if not callable(body) or _warp.is_warp_handle(body):
+        return body
+    iterations = itertools.count()
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        session.bodies.append((seq, branch, next(iterations)))
+        try:
+            return body(*args, **kwargs)
+        finally:
+            session.bodies.pop()
+
+    return run
 
 
 def _cpu_invoke_hook(original: Callable[..., Any], blocks: bool) -> Callable[..., Any]:

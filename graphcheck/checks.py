@@ -52,14 +52,19 @@ def _where(diff: Difference) -> str:
 
 
 def drift(
-    reference: LaunchTrace, captured: LaunchTrace, buffers: BufferSet | None, *, strict: bool = False
+    reference: LaunchTrace,
+    captured: LaunchTrace,
+    buffers: BufferSet | None,
+    *,
+    strict: bool = False,
+    notes: list[str] | None = None,
 ) -> list[Finding]:
     """Findings for every way the captured call differs from the reference call.
 
     Temporaries the two calls made are matched by allocation order, not by address; an
     argument that points into a buffer :func:`allocations` reports is left to it.
     """
-    diffs = compare_traces(reference, captured, buffers, streams=True)
+    diffs = compare_traces(reference, captured, buffers, streams=True, notes=notes)
     # Findings in report order; a group's key holds its place while the group fills up.
     findings: list[Finding | tuple[Any, ...]] = []
     groups: dict[tuple[Any, ...], list[Difference]] = {}

@@ -282,8 +282,14 @@ def compare_traces(
     *,
     scalars: bool = True,
     streams: bool = False,
+    notes: list[str] | None = None,
 ) -> list[Difference]:
     """Every difference between two traces, after aligning their operations.
+
+    The bodies of ``wp.capture_if`` / ``wp.capture_while`` compare body by body: a capture
+    records each body once, an eager call runs it as often as the data says, so the
+    captured body compares with the same body's first run in the other call. A body that
+    did not run there cannot be compared: ``notes`` (when given) says so.
 
     Args:
         a: the first (reference) trace.
@@ -291,43 +297,107 @@ def compare_traces(
         buffers: owned buffers; addresses then compare by ``(buffer, offset)``.
         scalars: whether scalar arguments count.
         streams: whether streams count.
+        notes: where to say what could not be compared.
     """
-    # Operations inside wp.capture_if / capture_while bodies run as often as the data
-    # says in an eager call but once in a capture: only the conditional itself compares.
-    # Warp's internal operations (in a trace made with include_warp=True) follow from
-    # the user's and are left out too.
+    # Warp's internal operations (in a trace made with include_warp=True) follow from the
+    # user's and are left out.
     index_a = [i for i, r in enumerate(a.records) if not (r.nested or r.internal)]
     index_b = [j for j, r in enumerate(b.records) if not (r.nested or r.internal)]
-    records_a = [a.records[i] for i in index_a]
-    records_b = [b.records[j] for j in index_b]
-    n, m = len(records_a), len(records_b)
-    # The common prefix and suffix cost one cheap comparison per operation.
-    head = 0
-    while head < n and head < m and _same(records_a[head], records_b[head], streams):
-        head += 1
-    tail = 0
-    while tail < n - head and tail < m - head and _same(records_a[n - 1 - tail], records_b[m - 1 - tail], streams):
-        tail += 1
-    mid_a, mid_b = records_a[head : n - tail], records_b[head : m - tail]
-    ids_a, ids_b = [r.identity() for r in mid_a], [r.identity() for r in mid_b]
-    if ids_a == ids_b:
-        # The same operations in the same order: pair them in place, so a value that
-        # changes in every launch of a loop is that, not a shifted sequence.
-        middle: list[tuple[int | None, int | None]] = list(zip(range(len(ids_a)), range(len(ids_b))))
-    else:
-        # Align on the exact operations, so one extra launch of a kernel that runs many
-        # times is found where it is; what differs there is aligned by kernel.
-        keys_a = [r.match_key(streams) for r in mid_a]
-        keys_b = [r.match_key(streams) for r in mid_b]
-        middle = align(keys_a, keys_b, ids_a, ids_b)
-    pairs = [(None if i is None else head + i, None if j is None else head + j) for i, j in middle]
     out: list[Difference] = []
-    for i, j in pairs:
-        if i is None:
-            assert j is not None
-            out.append(Difference("extra", None, index_b[j], None, records_b[j]))
-        elif j is None:
-            out.append(Difference("missing", index_a[i], None, records_a[i], None))
-        else:
-            out.extend(_compare(a, records_a[i], index_a[i], b, records_b[j], index_b[j], buffers, scalars, streams))
+    _Comparison(a, b, buffers, scalars, streams, notes, out).runs(index_a, index_b)
     return out
+
+
+class _Comparison:
+    """One comparison of two traces: aligns runs of operations and compares each pair."""
+
+    def __init__(
+        self,
+        a: LaunchTrace,
+        b: LaunchTrace,
+        buffers: BufferSet | None,
+        scalars: bool,
+        streams: bool,
+        notes: list[str] | None,
+        out: list[Difference],
+    ) -> None:
+        self.a, self.b, self.buffers, self.scalars, self.streams = a, b, buffers, scalars, streams
+        self.notes, self.out = notes, out
+        self._bodies: tuple[dict[Any, list[int]], dict[Any, list[int]]] | None = None
+
+    def runs(self, index_a: list[int], index_b: list[int]) -> None:
+        """Align two runs of operations (indices into each trace) and compare every pair."""
+        a, b, streams = self.a, self.b, self.streams
+        all_a, all_b = a.records, b.records
+        records_a = [all_a[i] for i in index_a]
+        records_b = [all_b[j] for j in index_b]
+        n, m = len(records_a), len(records_b)
+        # The common prefix and suffix cost one cheap comparison per operation.
+        head = 0
+        while head < n and head < m and _same(records_a[head], records_b[head], streams):
+            head += 1
+        tail = 0
+        while tail < n - head and tail < m - head and _same(records_a[n - 1 - tail], records_b[m - 1 - tail], streams):
+            tail += 1
+        mid_a, mid_b = records_a[head : n - tail], records_b[head : m - tail]
+        ids_a, ids_b = [r.identity() for r in mid_a], [r.identity() for r in mid_b]
+        if ids_a == ids_b:
+            # The same operations in the same order: pair them in place, so a value that
+            # changes in every launch of a loop is that, not a shifted sequence.
+            middle: list[tuple[int | None, int | None]] = list(zip(range(len(ids_a)), range(len(ids_b))))
+        else:
+            # Align on the exact operations, so one extra launch of a kernel that runs many
+            # times is found where it is; what differs there is aligned by kernel.
+            keys_a = [r.match_key(streams) for r in mid_a]
+            keys_b = [r.match_key(streams) for r in mid_b]
+            middle = align(keys_a, keys_b, ids_a, ids_b)
+        pairs = [(None if i is None else head + i, None if j is None else head + j) for i, j in middle]
+        out = self.out
+        # The common prefix and suffix are the same operations: only their conditionals'
+        # bodies are left to compare.
+        for k in range(head):
+            if records_b[k].kind == "conditional":
+                self.bodies(records_a[k], records_b[k])
+        for k in range(1, tail + 1):
+            if records_b[m - k].kind == "conditional":
+                self.bodies(records_a[n - k], records_b[m - k])
+        for i, j in pairs:
+            if i is None:
+                assert j is not None
+                out.append(Difference("extra", None, index_b[j], None, records_b[j]))
+            elif j is None:
+                out.append(Difference("missing", index_a[i], None, records_a[i], None))
+            else:
+                ra, rb = records_a[i], records_b[j]
+                out.extend(_compare(a, ra, index_a[i], b, rb, index_b[j], self.buffers, self.scalars, streams))
+                if ra.kind == "conditional" and rb.kind == "conditional" and ra.kernel == rb.kernel:
+                    self.bodies(ra, rb)
+
+    def bodies(self, ra: LaunchRecord, rb: LaunchRecord) -> None:
+        """Compare each body the second call's conditional recorded with its first run in the first's."""
+        if self._bodies is None:
+            self._bodies = (_body_index(self.a), _body_index(self.b))
+        in_a, in_b = self._bodies
+        for (seq, branch, iteration), index_b in in_b.items():
+            if seq != rb.seq or iteration:
+                continue
+            index_a = in_a.get((ra.seq, branch, 0))
+            if index_a is None:
+                if self.notes is not None:
+                    count = len(index_b)
+                    self.notes.append(
+                        f"the {branch} body of {rb.kernel} at {rb.site.short} did not run in the reference call: its "
+                        f"{count} operation{'s' if count != 1 else ''} could not be compared"
+                    )
+                continue
+            self.runs(index_a, index_b)
+
+
+def _body_index(trace: LaunchTrace) -> dict[Any, list[int]]:
+    """``(conditional's seq, branch, iteration)`` -> the indices of that body's own operations."""
+    bodies: dict[Any, list[int]] = {}
+    for i, record in enumerate(trace.records):
+        key = record.nested
+        if type(key) is tuple and not record.internal:
+            bodies.setdefault(key, []).append(i)
+    return bodies

@@ -604,11 +604,11 @@ class GraphGuard:
         for the graph cross-check); ``user`` the operations the call itself issued."""
         findings: list[Finding] = []
         ran = []
-        notes = []
+        notes: list[str] = []
         validated_before = self._reference_trace is None and self.reference is not None
         strict = self.strict_ownership
         if self._reference_trace is not None:
-            findings += checks.drift(self._reference_trace, user, owned, strict=strict)
+            findings += checks.drift(self._reference_trace, user, owned, strict=strict, notes=notes)
             ran.append("compare")
         elif validated_before:
             notes.append(

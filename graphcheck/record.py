@@ -113,9 +113,11 @@ class LaunchRecord:
         internal: whether Warp issued it on its own behalf (the copy inside
             ``wp.clone``, the memset inside ``wp.zeros``).
         replay: whether it is the replay of a recorded ``wp.Launch`` command.
-        nested: whether it ran inside the body of a ``wp.capture_if`` or
-            ``wp.capture_while`` (the conditional itself is a record of kind
-            ``"conditional"``).
+        nested: inside the body of a ``wp.capture_if`` or ``wp.capture_while`` (the
+            conditional itself is a record of kind ``"conditional"``): ``(conditional's
+            seq, branch, iteration)``, the branch being ``"on_true"``, ``"on_false"`` or
+            ``"while_body"``; True for work inside the conditional outside a body; else
+            False.
         seq: position in the process-wide order of operations and allocations.
         capture: on CUDA inside a capture, where the capturing stream stood before and
             after the operation (a :class:`~graphcheck.nodes.CaptureSpan`: the graph and
@@ -192,7 +194,7 @@ class LaunchRecord:
         self._dim = dim
         self._layout: tuple[ParamSpec, ...] | None = None
         self._key: tuple[Any, ...] | None = None
-        self.nested = False
+        self.nested: tuple[int, str, int] | bool = False
         self.capture: CaptureSpan | None = None
 
     # -- what -----------------------------------------------------------------------------

@@ -157,7 +157,42 @@ class HashGridRadius(Producer):
         self.grid.build(self.points, radius=self.radius)
 
 
+class ConditionalBodyCounter(Producer):
+    """A host counter passed to a launch inside a wp.capture_if body."""
+
+    expected = "scalar-drift"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.flag = wp.ones(1, dtype=int, device=device)
+        self.frame = 0
+
+    def step(self):
+        self.frame += 1
+        wp.capture_if(self.flag, on_true=lambda: self.launch(K.counter_step, [self.x, self.frame]))
+
+
 # -- buffer-drift ------------------------------------------------------------------------
+
+
+class WhileBodySwap(Producer):
+    """Buffers swapped in Python once per call, used inside a wp.capture_while body."""
+
+    expected = "buffer-drift"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.y = wp.zeros(N, dtype=float, device=device)
+        self.remaining = wp.zeros(1, dtype=int, device=device)
+
+    def body(self):
+        self.launch(K.scale, [self.y, self.x, 2.0, 1])
+        wp.launch(K.decrement_int, dim=1, inputs=[self.remaining], device=self.device)
+
+    def step(self):
+        self.remaining.fill_(2)
+        wp.capture_while(self.remaining, self.body)
+        self.x, self.y = self.y, self.x
 
 
 class HashGridPointSwap(Producer):
@@ -715,7 +750,9 @@ UNSAFE = [
     StructFieldCounter,
     ReplayedCommandParam,
     HashGridRadius,
+    ConditionalBodyCounter,
     OddPingPong,
+    WhileBodySwap,
     HashGridPointSwap,
     RotatingView,
     ArrayFromNumpyPerCall,

@@ -501,3 +501,23 @@ def test_an_operation_warp_cannot_capture_is_a_capture_error_with_warps_reason()
     (finding,) = checked.report.findings
     assert finding.kind == "capture-error"
     assert "readbacks" not in finding.fix and "outside the captured call" in finding.fix
+
+
+def test_a_body_the_reference_call_did_not_run_is_noted_not_passed():
+    class Branch(P.Producer):
+        def __init__(self, device):
+            super().__init__(device)
+            self.flag = wp.zeros(1, dtype=int, device=device)  # the reference call takes on_false
+
+        def step(self):
+            wp.capture_if(
+                self.flag,
+                on_true=lambda: self.launch(K.add_one, [self.x]),
+                on_false=lambda: self.launch(K.add_one, [self.v]),
+            )
+
+    sim = Branch(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,))
+    assert checked.report.ok
+    assert any("on_true body of wp.capture_if" in note and "could not be compared" in note
+               for note in checked.report.notes), checked.report.notes  # fmt: skip
