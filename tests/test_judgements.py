@@ -203,13 +203,11 @@ PATH_MODES = {
     "foreign": {"expect": [("foreign-buffer", "b")]},
     "stale": {"replay": ("stale-pointer", "b")},
 }
-D1 = "D1: operations inside a wp.capture_if/capture_while body are never compared (compare.diff drops nested records)"
 for _path in LAUNCH_PATHS:
     for _mode, _verdict in PATH_MODES.items():
         if _path.startswith("cmd_") and _mode == "foreign":
             continue  # a wp.Launch keeps what was set on it (fwd_args): the owner holds it through the command
-        _defect = D1 if _path.startswith("capture_") and _mode in ("scalar", "swap", "dim") else None
-        variant(f"Path_{_path}_{_mode}", PathProducer, path=_path, mode=_mode, defect=_defect, **_verdict)
+        variant(f"Path_{_path}_{_mode}", PathProducer, path=_path, mode=_mode, **_verdict)
 
 
 # -- host scalars of every kind -------------------------------------------------------------
@@ -1456,6 +1454,32 @@ class Conditionals(Base):
 
             self.remaining.fill_(2)
             wp.capture_while(self.remaining, body)
+        elif how == "while_iteration_scalar":
+            # The body's scalar is the iteration's index: the eager call runs iterations 0 and 1,
+            # the graph's one body was captured with 0 and runs it twice.
+            self.iteration = 0
+
+            def body():
+                wp.launch(K.axpy, dim=N, inputs=[self.v, self.x, float(self.iteration)], device=d)
+                wp.launch(K.decrement_int, dim=1, inputs=[self.remaining], device=d)
+                self.iteration += 1
+
+            self.remaining.fill_(2)
+            wp.capture_while(self.remaining, body)
+        elif how == "while_step_scalar":
+
+            def body():
+                wp.launch(K.axpy, dim=N, inputs=[self.v, self.x, float(frame)], device=d)
+                wp.launch(K.decrement_int, dim=1, inputs=[self.remaining], device=d)
+
+            self.remaining.fill_(2)
+            wp.capture_while(self.remaining, body)
+        elif how == "if_flag_off_in_reference":
+            # The reference call's flag is 0 (its body does not run), the capture's 1.
+            self.flag.fill_(0 if frame == 1 else 1)
+            wp.capture_if(
+                self.flag, on_true=lambda: wp.launch(K.axpy, dim=N, inputs=[self.v, self.x, float(frame)], device=d)
+            )
         elif how == "if_fill_fixed":
             wp.capture_if(self.flag, on_true=lambda: self.x.fill_(2.0))
         elif how == "nested":
@@ -1472,6 +1496,15 @@ variant("Cond_condition_stale", Conditionals, how="condition_stale", replay=("st
 variant("Cond_while_temp", Conditionals, how="while_temp", strict=STRICT_PCA)
 variant("Cond_while_upload", Conditionals, how="while_upload", expect=["per-call-allocation"])
 variant("Cond_if_fill_fixed", Conditionals, how="if_fill_fixed")
+D10 = "D10: a captured loop body is compared with the reference call's first iteration only, not with every iteration"
+variant(
+    "Cond_while_iteration_scalar",
+    Conditionals,
+    how="while_iteration_scalar",
+    expect=[("scalar-drift", "alpha")],
+    defect={"capture": D10},
+)
+variant("Cond_while_step_scalar", Conditionals, how="while_step_scalar", expect=[("scalar-drift", "alpha")])
 variant("Cond_nested", Conditionals, how="nested")
 
 
