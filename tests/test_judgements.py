@@ -1793,6 +1793,40 @@ for _how, _expect in {
     variant(f"Combo_{_how}", Combos, how=_how, expect=_expect)
 
 
+# -- owned only through a view, an indexed array, a struct in a list -------------------------------------
+
+
+class HeldOnlyBy(Base):
+    how = "view"
+
+    def __init__(self, device):
+        super().__init__(device)
+        base = wp.zeros(2 * N, dtype=float, device=device)
+        idx = wp.array(np.arange(N, dtype=np.int32), device=device)
+        if self.how == "view":
+            self.window = base[N:]  # the base array is held only through this view
+        elif self.how == "indexed":
+            self.window = wp.indexedarray(base, [idx])  # data and indices held only through it
+        elif self.how == "struct_in_list":
+            params = K.Params()
+            params.scratch = base
+            params.dt = 0.1
+            self.params = [params]
+
+    def step(self):
+        d = self.device
+        if self.how == "view":
+            wp.launch(K.add_one, dim=N, inputs=[self.window], device=d)
+        elif self.how == "indexed":
+            wp.launch(J.add_indexed, dim=N, inputs=[self.window], device=d)
+        else:
+            wp.launch(K.with_struct, dim=N, inputs=[self.x, self.params[0]], device=d)
+
+
+for _how in ("view", "indexed", "struct_in_list"):
+    variant(f"HeldOnlyBy_{_how}", HeldOnlyBy, how=_how)
+
+
 # -- the tests ------------------------------------------------------------------------------------
 
 
