@@ -122,3 +122,9 @@ def closest_distance(mesh: wp.uint64, points: wp.array[wp.vec3], out: wp.array[f
     if q.result:
         d = wp.length(wp.mesh_eval_position(mesh, q.face, q.u, q.v) - points[i])
     out[i] = d
+
+
+@wp.kernel
+def fabric_add(a: wp.fabricarray[float], out: wp.array[float]):
+    i = wp.tid()
+    out[i] = out[i] + a[i]

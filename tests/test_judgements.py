@@ -1827,6 +1827,34 @@ for _how in ("view", "indexed", "struct_in_list"):
     variant(f"HeldOnlyBy_{_how}", HeldOnlyBy, how=_how)
 
 
+# -- fabric arrays ----------------------------------------------------------------------------------
+
+
+def _fabric(data):
+    """A fabric array over ``data`` in two buckets (Warp's fabric interface, as Warp's own tests build it)."""
+    half = data.size // 2
+    pointers = [data.ptr, data.ptr + half * 4]
+    attrib = {"type": (True, "f4", 1, 0, ""), "access": 2, "pointers": pointers, "counts": [half, data.size - half]}
+    iface = {"version": 1, "device": str(data.device), "attribs": {"values": attrib}, "_ref": data}
+    return wp.fabricarray(data=iface, attrib="values")
+
+
+class Fabric(Base):
+    """A fabric array launched in the call: Warp's CPU capture refuses it (NotImplementedError),
+    so on the CPU the verdict is capture-error (swaps, foreign and stale fabric buffers need CUDA)."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.data = wp.full(N, 0.25, dtype=float, device=device)
+        self.fa = _fabric(self.data)
+
+    def step(self):
+        wp.launch(J.fabric_add, dim=N, inputs=[self.fa, self.x], device=self.device)
+
+
+judge("capture-error")(Fabric)
+
+
 # -- the tests ------------------------------------------------------------------------------------
 
 
