@@ -196,7 +196,7 @@ class PathProducer(Base):
 
 
 PATH_MODES = {
-    "same": {},
+    "same": {"strict": "none"},
     "scalar": {"expect": [("scalar-drift", "s")]},
     "swap": {"expect": [("buffer-drift", "a"), ("buffer-drift", "b")]},
     "dim": {"expect": ["dim-drift"]},
