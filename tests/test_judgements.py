@@ -1855,6 +1855,34 @@ class Fabric(Base):
 judge("capture-error")(Fabric)
 
 
+# -- recorded commands that hold the only reference to their arrays -----------------------------------
+
+
+class CommandOnly(Base):
+    how = "only_cmd"
+
+    def __init__(self, device):
+        super().__init__(device)
+        # The arrays live only in the recorded command (its packed parameters keep them alive).
+        self.cmd = wp.launch(
+            K.integrate,
+            dim=N,
+            inputs=[wp.zeros(N, dtype=float, device=device), wp.full(N, 0.5, dtype=float, device=device), 0.1],
+            device=device,
+            record_cmd=True,
+        )
+
+    def step(self):
+        if self.how == "set_fresh_each_call":
+            # A new array every call set on the command: made in the call, content from the device.
+            self.cmd.set_param_by_name("v", wp.full(N, 0.5, dtype=float, device=self.device))
+        self.cmd.launch()
+
+
+variant("Cmd_holds_only_reference", CommandOnly, how="only_cmd")
+variant("Cmd_set_fresh_each_call", CommandOnly, how="set_fresh_each_call", strict=STRICT_PCA)
+
+
 # -- the tests ------------------------------------------------------------------------------------
 
 
