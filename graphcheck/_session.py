@@ -420,8 +420,9 @@ class Session:
         code, lasti, via, _ = _caller(sys._getframe(2), "array")
         site = site_of(code, lasti)
         allocation = Allocation(
-            span[0], span[1], str(arr.device), next(_sequence), site, via, how, _warp.array_label(arr)
-        )
+            span[0], span[1], str(arr.device), next(_sequence), site, via, how, _warp.array_label(arr),
+            _warp.dtype_name(arr),
+        )  # fmt: skip
         for trace in self.traces:
             trace.allocations.append(allocation)
 

@@ -199,11 +199,9 @@ def reported_allocation(alloc: Allocation, owned: BufferSet | None, strict: bool
     for the call is not, unless the owners hold that memory (a staging array they keep).
     With ``strict``, every buffer made during the call is reported.
     """
-    if strict:
-        return True
-    if not alloc.from_host:
-        return False
-    return not (alloc.how == "wrapped" and owned is not None and owned.find(alloc.start) is not None)
+    if alloc.how == "wrapped" and owned is not None and owned.find(alloc.start) is not None:
+        return False  # host memory the owners keep, wrapped: nothing was allocated
+    return strict or alloc.from_host
 
 
 def allocations(captured: LaunchTrace, owned: BufferSet | None = None, *, strict: bool = False) -> list[Finding]:

@@ -66,8 +66,13 @@ class Difference:
 
     @property
     def is_array(self) -> bool:
-        """Whether the values that differ are arrays."""
-        return isinstance(self.value_a, ArrayRef) or isinstance(self.value_b, ArrayRef)
+        """Whether the values that differ are buffers: arrays, or the ids of owned meshes,
+        hash grids, BVHs and volumes (located like arrays, by ``where_a`` / ``where_b``)."""
+        return (
+            isinstance(self.value_a, ArrayRef)
+            or isinstance(self.value_b, ArrayRef)
+            or (self.where_a is not None and self.where_b is not None)
+        )
 
     def position(self) -> str:
         """``#3`` when both calls agree on the index, else ``#3/#4``."""
@@ -176,7 +181,7 @@ def _where(trace: LaunchTrace, record: LaunchRecord, ptr: int, buffers: BufferSe
         # put them, and whether or not an owner keeps the last one when the call ends.
         site, order = trace.allocation_order(alloc)
         offset = ptr - alloc.start
-        return ("<temporary>", site, alloc.label, order, offset), f"temporary #{order} from {site.short}+{offset}"
+        return ("<temporary>", site, alloc.dtype, order, offset), f"temporary #{order} from {site.short}+{offset}"
     if buffers is not None:
         hit = buffers.locate(ptr)
         if hit is not None:
@@ -257,8 +262,22 @@ def _compare(
                     shown_b = vb if not field else ArrayRef(pb, 0)
                     out.append(Difference("arg", i, j, ra, rb, name + field, shown_a, shown_b, text_a, text_b))
         elif scalars and not values_equal(va, vb):
-            out.append(Difference("arg", i, j, ra, rb, name, va, vb))
+            where_a, where_b = _handle(buffers, va), _handle(buffers, vb)
+            if where_a is None and where_b is None:
+                out.append(Difference("arg", i, j, ra, rb, name, va, vb))
+            else:  # the id of a mesh, hash grid, BVH or volume: another structure is another buffer
+                out.append(Difference("arg", i, j, ra, rb, name, va, vb, where_a or repr(va), where_b or repr(vb)))
     return out
+
+
+def _handle(buffers: BufferSet | None, value: Any) -> str | None:
+    """The owner path of a structure whose id ``value`` is (see :func:`graphcheck.buffers_of`), else None."""
+    if buffers is None or type(value) is not int or value <= 0xFFFF:
+        return None
+    hit = buffers.find(value, 1)
+    if hit is not None and hit.start == value and hit.nbytes == 1 and hit.label.endswith(".id"):
+        return hit.label
+    return None
 
 
 def _same(ra: LaunchRecord, rb: LaunchRecord, streams: bool) -> bool:

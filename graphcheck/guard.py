@@ -679,8 +679,14 @@ class GraphGuard:
     def _baked(
         self, trace: LaunchTrace, user: LaunchTrace, owned: BufferSet | None, match: GraphMatch | None
     ) -> list[_Baked]:
+        def baked(start: int, nbytes: int, index: int, record: LaunchRecord, arg: str) -> _Baked:
+            # A temporary the capture made is the graph's own (a memory-pool allocation node
+            # on CUDA, retained on the CPU): live however the owners hold it later.
+            graph_owned = user.allocation_at(start, record.seq) is not None
+            return _Baked.at(start, nbytes, None if graph_owned else owned, index, record, arg)
+
         out = [
-            _Baked.at(address.start, address.nbytes, owned, index, record, address.arg)
+            baked(address.start, address.nbytes, index, record, address.arg)
             for index, record in enumerate(user.records)
             for address in record.addresses()
         ]
@@ -689,7 +695,7 @@ class GraphGuard:
             read = match.addresses()
             records = trace.records
             out = [b for b in out if b.index not in read] + [
-                _Baked.at(a.start, a.nbytes, owned, a.operation, records[a.record], a.arg)
+                baked(a.start, a.nbytes, a.operation, records[a.record], a.arg)
                 for addresses in read.values()
                 for a in addresses
             ]

@@ -398,6 +398,7 @@ class Allocation:
             ``wp.clone``...), ``"uploaded"`` (``wp.array(data)`` copied host data into
             it) or ``"wrapped"`` (host memory Warp aliased without copying).
         label: what it is: ``"float32[64] on cpu"``.
+        dtype: its element type's name (``"float32"``).
     """
 
     start: int
@@ -408,6 +409,7 @@ class Allocation:
     via: str
     how: str
     label: str
+    dtype: str = ""
 
     def __contains__(self, ptr: object) -> bool:
         return isinstance(ptr, int) and self.start <= ptr < self.end
@@ -579,22 +581,24 @@ class LaunchTrace:
         return best
 
     def allocation_order(self, alloc: Allocation) -> tuple[Site, int]:
-        """``(site, k)``: ``alloc`` is the k-th allocation (from 0) of its kind (dtype, shape,
-        device) this trace saw at its site.
+        """``(site, k)``: ``alloc`` is the k-th allocation (from 0) of its element type and
+        device this trace saw at its site.
 
         Two calls of the same code make their temporaries in the same order; this is how
         they are matched, since the allocator may hand out other addresses each time.
         """
         order = self._alloc_order
         if len(order) != len(self.allocations):
-            # Counted per kind of buffer (dtype, shape, device) too: a cache a Warp call
-            # fills on its first call only (a quadrature's points) must not shift the count
-            # of the result buffers the same line makes on every call.
-            counts: dict[tuple[Site, str], int] = {}
+            # Counted per element type and device too: a cache a Warp call fills on its
+            # first call only (a quadrature's points) must not shift the count of the
+            # result buffers the same line makes on every call. Not per size: scratch
+            # sized by a host count is the same temporary in every call.
+            counts: dict[tuple[Site, str, str], int] = {}
             order.clear()
             for a in self.allocations:
-                k = counts.get((a.site, a.label), 0)
-                counts[(a.site, a.label)] = k + 1
+                key = (a.site, a.dtype, a.device)
+                k = counts.get(key, 0)
+                counts[key] = k + 1
                 order[a] = (a.site, k)
         return order[alloc]
 

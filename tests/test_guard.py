@@ -521,3 +521,51 @@ def test_a_body_the_reference_call_did_not_run_is_noted_not_passed():
     assert checked.report.ok
     assert any("on_true body of wp.capture_if" in note and "could not be compared" in note
                for note in checked.report.notes), checked.report.notes  # fmt: skip
+
+
+def test_a_swapped_structure_id_is_buffer_drift():
+    class TwoGrids(P.HashGridRebuild):
+        def __init__(self, device):
+            super().__init__(device)
+            self.other = wp.HashGrid(4, 4, 4, device=device)
+            self.other.build(self.points, radius=0.25)
+            self.grid.build(self.points, radius=0.25)
+
+        def step(self):
+            self.launch(K.count_neighbors, [self.grid.id, self.points, self.x])
+            self.grid, self.other = self.other, self.grid
+
+    sim = TwoGrids(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), on_failure="ignore")
+    (finding,) = checked.report.findings
+    assert (finding.kind, finding.arg) == ("buffer-drift", "grid"), str(checked.report)
+    assert "owner.grid.id in the reference call, owner.other.id captured" in finding.message
+
+
+def test_a_temporary_the_owner_drops_after_capture_is_still_the_graphs():
+    class KeptTemp(P.Producer):
+        def step(self):
+            self.scratch = wp.zeros(P.N, dtype=float, device=self.device)
+            self.launch(K.square, [self.x, self.scratch])
+            self.launch(K.axpy, [self.scratch, self.v, 1.0])
+
+    sim = KeptTemp(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,))
+    sim.scratch = None
+    assert checked.check_replay().ok
+
+
+def test_scratch_sized_by_a_host_count_is_the_same_temporary():
+    class Growing(P.Producer):
+        def __init__(self, device):
+            super().__init__(device)
+            self.frame = 0
+
+        def step(self):
+            self.frame += 1
+            scratch = wp.zeros(P.N + self.frame, dtype=float, device=self.device)[: P.N]
+            self.launch(K.square, [self.x, scratch])
+            self.launch(K.axpy, [scratch, self.v, 1.0])
+
+    sim = Growing(DEVICE)
+    assert gc.capture(sim.step, device=DEVICE, owners=(sim,)).report.ok
