@@ -1124,6 +1124,13 @@ class Temporaries(Base):
                 self.prev = wp.zeros(N, dtype=float, device=d)
             wp.launch(K.axpy, dim=N, inputs=[self.prev, self.x, 1.0], device=d)
             self.prev = wp.clone(self.x)
+        elif how == "count_varies_last_used":
+            # One or two scratch arrays made at one line (a host count), only the last one used.
+            for _ in range(1 + self.tick() % 2):
+                t = wp.zeros(N, dtype=float, device=d)
+                _KEEP_ALIVE.append(t)  # never two at one address: the verdict must not depend on the allocator
+            wp.launch(K.square, dim=N, inputs=[self.v, t], device=d)
+            wp.launch(K.axpy, dim=N, inputs=[t, self.x, 1.0], device=d)
         elif how == "kept_zeros_then_filled":
             self.scratch = wp.zeros(N, dtype=float, device=d)
             wp.launch(K.square, dim=N, inputs=[self.v, self.scratch], device=d)
@@ -1134,6 +1141,14 @@ STRICT_PCA = "per-call-allocation"
 for _how in ("loop", "vec3_2d", "struct_array", "scan_out", "sort_temps", "struct_field_temp", "taped_temp",
              "copy_between_temps", "constructor_shape", "kept_zeros_then_filled"):  # fmt: skip
     variant(f"Temp_{_how}", Temporaries, how=_how, strict=STRICT_PCA)
+D11 = "D11: temporaries are numbered by allocation order: an unused extra one at the same line shifts the one used"
+variant(
+    "Temp_count_varies_last_used",
+    Temporaries,
+    how="count_varies_last_used",
+    strict=STRICT_PCA,
+    defect={"capture": D11, "safe": D11},
+)
 variant(
     "Temp_struct_field_upload", Temporaries, how="struct_field_upload", expect=[("per-call-allocation", "p.scratch")]
 )
