@@ -128,3 +128,29 @@ def closest_distance(mesh: wp.uint64, points: wp.array[wp.vec3], out: wp.array[f
 def fabric_add(a: wp.fabricarray[float], out: wp.array[float]):
     i = wp.tid()
     out[i] = out[i] + a[i]
+
+
+@wp.struct
+class Scene:
+    mesh: wp.uint64
+    radius: float
+
+
+@wp.kernel
+def scene_distance(scene: Scene, points: wp.array[wp.vec3], out: wp.array[float]):
+    i = wp.tid()
+    q = wp.mesh_query_point(scene.mesh, points[i], scene.radius)
+    d = -1.0
+    if q.result:
+        d = wp.length(wp.mesh_eval_position(scene.mesh, q.face, q.u, q.v) - points[i])
+    out[i] = d
+
+
+@wp.kernel
+def bvh_count(bvh: wp.uint64, lower: wp.vec3, upper: wp.vec3, out: wp.array[float]):
+    query = wp.bvh_query_aabb(bvh, lower, upper)
+    n = float(0.0)
+    index = int(0)
+    while wp.bvh_query_next(query, index):
+        n += 1.0
+    out[0] = n

@@ -1895,6 +1895,60 @@ variant("Cmd_holds_only_reference", CommandOnly, how="only_cmd")
 variant("Cmd_set_fresh_each_call", CommandOnly, how="set_fresh_each_call", strict=STRICT_PCA)
 
 
+class SceneStruct(Base):
+    """A mesh id carried in a struct field."""
+
+    how = "same"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.mesh = _tetra_mesh(device)
+        self.mesh2 = _tetra_mesh(device, 0.5)
+        self.points = wp.array(np.random.default_rng(7).random((N, 3)), dtype=wp.vec3, device=device)
+        self.scene = J.Scene()
+        self.scene.mesh = self.mesh.id
+        self.scene.radius = 10.0
+
+    def step(self):
+        frame = self.tick()
+        if self.how == "swap":
+            self.scene.mesh = (self.mesh2 if frame % 2 == 0 else self.mesh).id
+        wp.launch(J.scene_distance, dim=N, inputs=[self.scene, self.points, self.x], device=self.device)
+
+    def after_capture(self):
+        if self.how == "rebuilt":
+            self.mesh = _tetra_mesh(self.device)
+
+
+variant("SceneStruct_same", SceneStruct, how="same")
+variant("SceneStruct_swap", SceneStruct, how="swap", expect=[("buffer-drift", "scene.mesh")])
+variant("SceneStruct_rebuilt", SceneStruct, how="rebuilt", replay=("stale-pointer", "scene.mesh"))
+
+
+class Bvhs(Base):
+    how = "refit"
+
+    def __init__(self, device):
+        super().__init__(device)
+        rng = np.random.default_rng(8)
+        lows = rng.random((N, 3)).astype(np.float32)
+        self.lowers = wp.array(lows, dtype=wp.vec3, device=device)
+        self.uppers = wp.array(lows + 0.1, dtype=wp.vec3, device=device)
+        self.bvh = wp.Bvh(self.lowers, self.uppers)
+        self.bvh2 = wp.Bvh(self.uppers, wp.array(lows + 0.2, dtype=wp.vec3, device=device))
+
+    def step(self):
+        frame = self.tick()
+        bvh = self.bvh2 if self.how == "swap" and frame % 2 == 0 else self.bvh
+        if self.how == "refit":
+            self.bvh.refit()
+        wp.launch(J.bvh_count, dim=1, inputs=[bvh.id, wp.vec3(0.0), wp.vec3(0.5), self.x], device=self.device)
+
+
+variant("Bvh_refit", Bvhs, how="refit")
+variant("Bvh_swap", Bvhs, how="swap", expect=[("buffer-drift", "bvh")])
+
+
 # -- the tests ------------------------------------------------------------------------------------
 
 
