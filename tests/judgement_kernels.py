@@ -149,8 +149,8 @@ def scene_distance(scene: Scene, points: wp.array[wp.vec3], out: wp.array[float]
 @wp.kernel
 def bvh_count(bvh: wp.uint64, lower: wp.vec3, upper: wp.vec3, out: wp.array[float]):
     query = wp.bvh_query_aabb(bvh, lower, upper)
-    n = float(0.0)
-    index = int(0)
+    n = wp.float32(0.0)  # dynamic variables: the loop changes them
+    index = wp.int32(0)
     while wp.bvh_query_next(query, index):
         n += 1.0
     out[0] = n
