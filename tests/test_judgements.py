@@ -1949,6 +1949,42 @@ variant("Bvh_refit", Bvhs, how="refit")
 variant("Bvh_swap", Bvhs, how="swap", expect=[("buffer-drift", "bvh")])
 
 
+class TapeOnce(Base):
+    """A tape recorded once, in the constructor; the step runs its backward pass and zeroes it."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.x = wp.full(N, 0.5, dtype=float, device=device, requires_grad=True)
+        self.loss = wp.zeros(1, dtype=float, device=device, requires_grad=True)
+        self.tape = wp.Tape()
+        with self.tape:
+            wp.launch(J.sum_squares, dim=N, inputs=[self.x, self.loss], device=device)
+
+    def step(self):
+        self.tape.backward(loss=self.loss)
+        wp.launch(K.axpy, dim=N, inputs=[self.x.grad, self.y, 0.1], device=self.device)
+        self.tape.zero()
+
+
+judge()(TapeOnce)
+
+
+class CopyWindow(Base):
+    """A copy from a window of a ring buffer that advances each call."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.ring = wp.array(np.arange(4 * N, dtype=np.float32), dtype=float, device=device)
+
+    def step(self):
+        k = self.tick() % 4
+        wp.copy(self.x, self.ring[k * N : (k + 1) * N])
+        wp.launch(K.add_one, dim=N, inputs=[self.x], device=self.device)
+
+
+judge("buffer-drift")(CopyWindow)
+
+
 # -- the tests ------------------------------------------------------------------------------------
 
 
@@ -2063,6 +2099,15 @@ def test_capture_verdict(cls):
     p = cls(DEVICE)
     checked = gc.capture(p.step, device=DEVICE, owners=(p,), on_failure="ignore")
     _assert_verdict(checked.report, cls.expect)
+
+
+@pytest.mark.parametrize("cls", CAPTURED)
+def test_graph_guard_judges_alike(cls):
+    # The context-manager front end judges the same call the same way.
+    p = cls(DEVICE)
+    with gc.GraphGuard(device=DEVICE, reference=p.step, owners=(p,), on_failure="ignore") as guard:
+        p.step()
+    _assert_verdict(guard.report, cls.expect)
 
 
 @pytest.mark.parametrize("cls", SAFE)
