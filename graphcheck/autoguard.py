@@ -7,21 +7,29 @@ checked when the capture ends, and every ``wp.capture_launch`` of a guarded grap
 for stale pointers first. The owners of a capture are taken from where it was opened:
 the ``self`` of the method that opened it, or else that frame's variables.
 
+With ``reference_call=True`` a capture block made only of calls (``sim.step()``) runs
+once eagerly before it is captured, as the reference call, so drift is found too; the
+program then advances one extra step per capture.
+
 ``graphcheck run SCRIPT`` and the pytest marker ``@pytest.mark.graphcheck`` use it.
 """
 
 from __future__ import annotations
 
+import ast
+import dataclasses
+import linecache
 import sys
 import weakref
-from collections.abc import Iterable
-from types import TracebackType
+from collections.abc import Callable, Iterable
+from types import FrameType, TracebackType
 from typing import Any
 
 from . import _warp
-from .findings import Allow, Report
-from .guard import CheckedGraph, GraphGuard, InferredOwners
-from .record import site_of
+from .findings import Allow, Report, allowances
+from .guard import CheckedGraph, GraphGuard, InferredOwners, checking_enabled
+from .record import Site, site_of
+from .schema import combined_status
 
 __all__ = ["AutoGuard"]
 
@@ -36,22 +44,82 @@ def _owners_from_frame(frame: Any) -> InferredOwners | None:
     return InferredOwners((values,)) if values else None
 
 
+def _user_frame(frame: FrameType | None) -> FrameType | None:
+    while frame is not None and _warp.code_kind(frame.f_code) != 0:
+        frame = frame.f_back
+    return frame
+
+
+def block_reference(frame: FrameType) -> tuple[Callable[[], None] | None, str]:
+    """The body of the ``with`` block ``frame`` is entering, as a callable that runs it eagerly.
+
+    Only a body made of plain calls (``sim.step()``, ``self.simulate()``) qualifies: running
+    it once more changes nothing but the producer's own state, one extra step of it.
+
+    Returns:
+        The callable, or None and why the block cannot serve as its own reference.
+    """
+    filename, line = frame.f_code.co_filename, frame.f_lineno
+    try:
+        tree = ast.parse("".join(linecache.getlines(filename, frame.f_globals)))
+    except (SyntaxError, ValueError):
+        return None, f"the source of {filename} cannot be read"
+    blocks = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.With)
+        and node.lineno <= line <= max(item.context_expr.end_lineno or node.lineno for item in node.items)
+    ]
+    if not blocks:
+        return None, "the capture is not opened by a with statement"
+    block = max(blocks, key=lambda node: node.lineno)
+    if not all(isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) for s in block.body):
+        return None, "the capture block is not made of plain calls only (run its step as graphcheck check does)"
+    code = compile(ast.Module(body=block.body, type_ignores=[]), filename, "exec")
+    scope_globals, scope_locals = frame.f_globals, frame.f_locals
+
+    def reference() -> None:
+        exec(code, scope_globals, dict(scope_locals))
+
+    return reference, ""
+
+
 class AutoGuard:
     """Guard every ``wp.ScopedCapture`` and ``wp.capture_launch`` while active.
 
     Args:
         allow: finding kinds, or :class:`~graphcheck.Allow` objects, to accept.
         allow_foreign_nodes: on CUDA, accept graph nodes of other libraries.
+        reference_call: run a capture block made of plain calls once eagerly first, as
+            the reference call that the capture is compared with (one extra step).
+        strict_ownership: ask that every buffer a capture uses be owned.
+        keep_graphs: keep every capture's :class:`~graphcheck.CheckedGraph` in
+            :attr:`graphs` (for pictures; it keeps the graphs alive).
 
     Attributes:
         reports: the report of each guarded capture, in order.
-        replay_reports: the reports of replay checks that found something.
+        replay_reports: the reports of replay checks that found something (allowed
+            findings included), each named
+            after the ``wp.capture_launch`` line that ran it.
+        graphs: with ``keep_graphs``, each capture's checked graph, in order.
     """
 
-    def __init__(self, *, allow: Iterable[Allow | str] | None = None, allow_foreign_nodes: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        allow: Iterable[Allow | str] | None = None,
+        allow_foreign_nodes: bool = False,
+        reference_call: bool = False,
+        strict_ownership: bool = False,
+        keep_graphs: bool = False,
+    ) -> None:
         self.allow = allow
         self.allow_foreign_nodes = allow_foreign_nodes
+        self.reference_call = reference_call
+        self.strict_ownership = strict_ownership
         self.reports: list[Report] = []
+        self.keep_graphs = keep_graphs
+        self.graphs: list[CheckedGraph] = []
         self.replay_reports: list[Report] = []
         self._graphs: weakref.WeakKeyDictionary[Any, CheckedGraph] = weakref.WeakKeyDictionary()
         self._reported: set[tuple[int, str]] = set()
@@ -63,9 +131,17 @@ class AutoGuard:
         return [f for r in self.reports + self.replay_reports for f in r.findings]
 
     @property
+    def status(self) -> str:
+        """``"passed"``, ``"failed"``, ``"partial"`` or ``"not-checked"`` (checking
+        disabled, or no capture guarded), for every capture and replay check together."""
+        if not self.reports or not checking_enabled():
+            return "failed" if self.findings else "not-checked"
+        return combined_status(r.status for r in self.reports + self.replay_reports)
+
+    @property
     def ok(self) -> bool:
-        """Whether no guarded capture or replay found anything."""
-        return not self.findings
+        """Whether every guarded capture passed every check (see :attr:`status`)."""
+        return self.status == "passed"
 
     def __enter__(self) -> AutoGuard:
         if self._restore is not None:
@@ -92,18 +168,27 @@ class AutoGuard:
                 if getattr(self, "capture_mode", None) is not None:
                     options["capture_mode"] = self.capture_mode
                 site = site_of(frame.f_code, frame.f_lasti).short
+                reference, why_not = block_reference(frame) if autoguard.reference_call else (None, "")
                 self._graphcheck = GraphGuard(
                     self.device,
-                    None,
+                    reference,
                     _owners_from_frame(frame),
                     on_failure="ignore",
                     allow=autoguard.allow,
                     replay_check="always",
                     allow_foreign_nodes=autoguard.allow_foreign_nodes,
+                    strict_ownership=autoguard.strict_ownership,
                     name=f"capture at {site}",
                     **options,
                 )
                 self._graphcheck.__enter__()
+                self._graphcheck_note = (
+                    f"reference call: {why_not}"
+                    if why_not
+                    else "the block ran once eagerly before the capture as the reference call (one extra step)"
+                    if reference is not None
+                    else ""
+                )
                 self.active = True
                 return self
 
@@ -119,6 +204,8 @@ class AutoGuard:
                     self.active = False
                     self.graph = guard.graph
                 if exc is None or suppressed:
+                    if self._graphcheck_note:
+                        guard.report.notes += (self._graphcheck_note,)
                     autoguard._record(guard)
                 return bool(suppressed) and exc is None
 
@@ -128,26 +215,88 @@ class AutoGuard:
         self.reports.append(guard.report)
         if guard.graph is not None and guard.checked is not None:
             self._graphs[guard.graph] = guard.checked
+        if self.keep_graphs and guard.checked is not None:
+            self.graphs.append(guard.checked)
 
     def _capture_launch(self, graph: Any, stream: Any = None) -> None:
         checked = self._graphs.get(graph)
         if checked is not None:
             report = checked.check_replay(on_failure="ignore")
-            new = [f for f in report.findings if (id(graph), f.message) not in self._reported]
+            # Suppressed findings too: the allowance that accepted them is then seen to match.
+            new = [f for f in report.findings + report.suppressed if (id(graph), f.message) not in self._reported]
             if new:
                 self._reported.update((id(graph), f.message) for f in new)
-                self.replay_reports.append(report)
+                frame = _user_frame(sys._getframe(1))
+                site = site_of(frame.f_code, frame.f_lasti) if frame is not None else None
+                self.replay_reports.append(_replayed_at(report, site, self.allow))
         _warp.capture_launch(graph, stream)
 
+    def unused_allow(self) -> list[Allow]:
+        """The allowances that matched no finding of any capture or replay check."""
+        reports = self.reports + self.replay_reports
+        if not reports:
+            return []
+        return [a for a in reports[0].unused_allow if all(a in r.unused_allow for r in reports[1:])]
+
     def summary(self) -> str:
-        """Every report with findings, and the :meth:`verdict`."""
-        lines = [str(r) for r in self.reports + self.replay_reports if not r.ok]
-        lines.append(self.verdict())
-        return "\n".join(lines)
+        """The :meth:`verdict` first, then every report with findings."""
+        return "\n".join([self.verdict(), *(str(r) for r in self.reports + self.replay_reports if r.findings)])
 
     def verdict(self) -> str:
-        """One line: how many captures were guarded and how many findings they had."""
+        """The closing lines: how many captures were guarded, what they found, and what was
+        NOT checked and how to check it."""
         captures = len(self.reports)
+        guarded = f"{captures} capture{'s' if captures != 1 else ''}"
+        if not checking_enabled():
+            return f"graphcheck: NOT checked: GRAPHCHECK_DISABLE is set, {guarded} ran unchecked"
+        if not captures:
+            return "graphcheck: NOT checked: the program opened no wp.ScopedCapture to guard"
         count = len(self.findings)
         found = "no findings" if not count else f"{count} finding{'s' if count != 1 else ''}"
-        return f"graphcheck: {captures} capture{'s' if captures != 1 else ''} guarded, {found}"
+        lines = [f"graphcheck: {guarded} guarded, {found}"]
+        skipped: dict[str, list[str]] = {}
+        for report in self.reports:
+            for check, reason in report.skipped:
+                skipped.setdefault(check, []).append(reason)
+        for check, reasons in skipped.items():
+            # Where _HOW says how to run the check, the guard's own hint (for its API) gives way.
+            reason = reasons[0].split(" (")[0] if check in _HOW else reasons[0]
+            reason += f" ({len(reasons)} captures)" if len(reasons) > 1 else ""
+            lines.append(f"graphcheck: NOT checked: {check}: {reason}{_HOW.get(check, '')}")
+        lines.extend(f"graphcheck: allowance matched nothing: {a} (check the kernel and argument names)"
+                     for a in self.unused_allow())  # fmt: skip
+        return "\n".join(lines)
+
+
+#: How to run a check that ``graphcheck run`` could not.
+_HOW = {
+    "compare": "; to compare with an eager call, rerun with `graphcheck run --reference-call` (one extra step), or "
+    "validate the step with `graphcheck check MODULE:FACTORY` or gc.capture(step)",
+    "ownership": "; the capture's frame holds no Warp arrays: validate it with gc.capture(step, owners=(sim,))",
+}
+
+
+def _replayed_at(report: Report, site: Site | None, allow: Any) -> Report:
+    """``report`` named after the ``wp.capture_launch`` line whose replay check made it."""
+    if site is None:
+        return report
+    where = f"wp.capture_launch at {site.short}"
+    findings = [
+        dataclasses.replace(
+            f,
+            message=f"{f.message.split('; fix: ')[0]}; replayed by {where}; fix: {f.fix}.",
+            values=f"{f.values}; replayed by {where}" if f.values else f"replayed by {where}",
+            detail={**f.detail, "replayed at": f"{site.filename}:{site.lineno}"},
+        )
+        for f in report.findings + report.suppressed
+    ]
+    return Report(
+        findings,
+        allow=allowances(allow),
+        name=f"{where} ({report.name})",
+        device=report.device,
+        operations=report.operations,
+        checks=report.checks,
+        skipped=report.skipped,
+        notes=report.notes,
+    )

@@ -142,8 +142,17 @@ def _drift_finding(group: list[Difference]) -> Finding:
         reference=first.value_a,
         captured=first.value_b,
         values=values,
-        detail={"operations": [d.index_b for d in group], "reference index": first.index_a},
+        detail={"operations": [d.index_b for d in group], "reference index": first.index_a, **_per_argument(group)},
     )
+
+
+def _per_argument(group: list[Difference]) -> dict[str, Any]:
+    """Each array argument's values and the owned buffers they lie in, for JSON readers."""
+    arrays = {d.arg: d for d in group if d.is_array and d.arg and d.index_b == group[0].index_b}
+    if not arrays:
+        return {}
+    return {"arguments": {arg: {"reference": d.value_a, "captured": d.value_b, "reference buffer": d.where_a,
+                                "captured buffer": d.where_b} for arg, d in arrays.items()}}  # fmt: skip
 
 
 def _sequence_finding(run: list[Difference]) -> Finding:
@@ -234,7 +243,7 @@ def allocations(captured: LaunchTrace, owned: BufferSet | None = None, *, strict
                 captured=alloc.label,
                 values=f"{alloc.label} made by {via} at {alloc.site.short} during the call {how}{more}",
                 detail={
-                    "allocated at": str(alloc.site),
+                    "allocated at": alloc.site,
                     "address": alloc.start,
                     "bytes": alloc.nbytes,
                     "how": alloc.how,

@@ -3,43 +3,88 @@
 - ``graphcheck demo``: validate a bundled producer with planted bugs, then the fixed one;
 - ``graphcheck run SCRIPT [ARGS...]``: run a Warp program unchanged, every capture guarded;
 - ``graphcheck check MODULE:FACTORY``: validate the step of a producer a factory builds.
+
+Every subcommand keeps one exit-code contract (:data:`EXIT_CODES`), answers a usage
+mistake with one line on stderr, and writes text, JSON (the ``graphcheck.report/1``
+envelope), GitHub workflow annotations or JUnit XML.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import difflib
 import importlib
 import os
+import re
 import runpy
+import shutil
 import sys
-from collections.abc import Sequence
+import textwrap
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
-__all__ = ["main"]
+__all__ = ["EXIT_CODES", "main"]
 
-_RED, _GREEN, _BOLD, _DIM, _RESET = "\033[31m", "\033[32m", "\033[1m", "\033[2m", "\033[0m"
+EXIT_PASSED, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+#: The exit codes of every subcommand.
+EXIT_CODES = {
+    EXIT_PASSED: "passed (or partial, or not checked, without --strict)",
+    EXIT_FINDINGS: "findings (or partial or not checked under --strict)",
+    EXIT_USAGE: "usage or configuration error",
+    EXIT_INTERNAL: "internal error or unsupported Warp",
+}
+FORMATS = ("text", "json", "github", "junit")
+
+_RED, _GREEN, _YELLOW, _BOLD, _DIM, _RESET = "\033[31m", "\033[32m", "\033[33m", "\033[1m", "\033[2m", "\033[0m"
+
+
+class UsageError(Exception):
+    """A mistake in how the command was called or configured: one line, exit status 2."""
+
+    def __init__(self, prog: str, message: str) -> None:
+        super().__init__(message)
+        self.prog = prog
+        self.message = message
 
 
 def _use_colour(stream: TextIO, choice: str) -> bool:
+    """``--colour``, else ``NO_COLOR`` (off), else ``FORCE_COLOR`` (on), else whether ``stream`` is a terminal."""
     if choice != "auto":
         return choice == "always"
-    return hasattr(stream, "isatty") and stream.isatty() and "NO_COLOR" not in os.environ
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return hasattr(stream, "isatty") and stream.isatty()
 
 
-def render(report: Any, colour: bool) -> str:
-    """A report as text, kinds and verdict coloured for a terminal."""
-    text = str(report)
+def _width(stream: TextIO) -> int | None:
+    """The columns to wrap text to: the terminal's (or ``COLUMNS``); None when writing to a file."""
+    if "COLUMNS" in os.environ or (hasattr(stream, "isatty") and stream.isatty()):
+        return max(shutil.get_terminal_size().columns, 40)
+    return None
+
+
+def render(report: Any, colour: bool, *, quiet: bool = False, width: int | None = None) -> str:
+    """A report as text, its verdict and kinds coloured for a terminal."""
+    text = report.text(quiet=quiet, width=width)
     if not colour:
         return text
+    verdict = {"passed": _GREEN, "failed": _RED}.get(report.status, _YELLOW)
     out = []
     for line in text.splitlines():
         if line.startswith("graphcheck:"):
-            line = f"{_BOLD}{_GREEN if report.ok else _RED}{line}{_RESET}"
-        elif not line.startswith((" ", "note:", "allowed")):
+            line = f"{_BOLD}{verdict}{line}{_RESET}"
+        elif line.startswith("NOT checked"):
+            line = f"{_YELLOW}{line}{_RESET}"
+        elif line.startswith(("note:", "checked:", "allowed", "allowance")):
+            line = f"{_DIM}{line}{_RESET}"
+        elif not line.startswith(" "):
             kind, _, rest = line.partition(" ")
             line = f"{_RED}{kind}{_RESET} {rest}"
-        elif line.startswith("note:"):
-            line = f"{_DIM}{line}{_RESET}"
         out.append(line)
     return "\n".join(out)
 
@@ -55,36 +100,84 @@ class _Progress:
             print(f"graphcheck: {message}...", file=sys.stderr, flush=True)
 
 
+# -- the parser ---------------------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (with the nearest choice), not usage text."""
+
+    def error(self, message: str) -> Any:
+        wrong = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if wrong:
+            choices = [choice.strip().strip("'") for choice in wrong.group(2).split(",")]
+            near = difflib.get_close_matches(wrong.group(1), choices, n=1)
+            hint = f"did you mean {near[0]!r}?" if near else f"choose from {', '.join(choices)}"
+            message = f"{message[: wrong.start()]}invalid choice {wrong.group(1)!r} ({hint})"
+        raise UsageError(self.prog, f"{message} (see {self.prog} --help)")
+
+
+_EPILOG = (
+    "exit status: "
+    + "; ".join(f"{code} {meaning}" for code, meaning in EXIT_CODES.items())
+    + (". Settings come from [tool.graphcheck] in the nearest pyproject.toml; options win.")
+)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="graphcheck",
-        description="Prove a Warp capture site is replay-safe before you replay it.",
+    parser = _Parser(
+        prog="graphcheck", description="Prove a Warp capture site is replay-safe before you replay it.", epilog=_EPILOG
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
     def reporting(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--allow", action="append", default=[], metavar="KIND", help="accept a finding kind")
-        p.add_argument("--colour", "--color", choices=("auto", "always", "never"), default="auto")
-
-    def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--device", default=None, help="capture device (default: Warp's default device)")
-        p.add_argument("--json", action="store_true", help="print the report as JSON instead of text")
+        p.add_argument(
+            "--allow",
+            action="append",
+            default=[],
+            metavar="KIND[:KERNEL[:ARG]]",
+            help="accept findings of a kind, optionally at one kernel and argument (repeat for more)",
+        )
+        p.add_argument(
+            "--colour",
+            "--color",
+            choices=("auto", "always", "never"),
+            default="auto",
+            help="colour the text (auto: on a terminal, unless NO_COLOR; FORCE_COLOR forces it)",
+        )
+        p.add_argument("--output-format", choices=FORMATS, default=None, help="text (default), json, github or junit")
+        p.add_argument("--json", action="store_true", help="the same as --output-format json")
+        p.add_argument("--output", metavar="PATH", help="write the report there instead of standard output")
+        p.add_argument("--strict", action="store_true", help="exit 1 also when some checks could not run")
+        p.add_argument("--quiet", "-q", action="store_true", help="print the verdicts only")
+        p.add_argument("--strict-ownership", action="store_true", default=None, help="ask that every buffer be owned")
         p.add_argument("--dot", metavar="PATH", help="write a picture of the graph (DOT; SVG too with Graphviz)")
-        reporting(p)
 
-    demo = commands.add_parser("demo", help="validate a bundled producer with planted bugs, then the fixed one")
-    common(demo)
+    def device(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--device", default=None, help="capture device (default: Warp's default device)")
+
+    demo = commands.add_parser(
+        "demo", help="validate a bundled producer with planted bugs, then the fixed one", epilog=_EPILOG
+    )
+    device(demo)
+    reporting(demo)
     demo.add_argument("--replays", type=int, default=100, help="replays of the fixed graph (default 100)")
 
-    run = commands.add_parser("run", help="run a Warp program with every wp.ScopedCapture guarded")
+    run = commands.add_parser("run", help="run a Warp program with every wp.ScopedCapture guarded", epilog=_EPILOG)
     reporting(run)
     run.add_argument("--report", metavar="PATH", help="also write every report as JSON to PATH")
+    run.add_argument(
+        "--reference-call",
+        action="store_true",
+        help="run each capture block made of plain calls once eagerly first, as the reference call to "
+        "compare with (the program advances one extra step per capture)",
+    )
     run.add_argument("script", help="the program to run")
     run.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
 
-    check = commands.add_parser("check", help="validate the step of a producer built by MODULE:FACTORY")
-    common(check)
+    check = commands.add_parser("check", help="validate the step of a producer built by MODULE:FACTORY", epilog=_EPILOG)
+    device(check)
+    reporting(check)
     check.add_argument("target", metavar="MODULE:FACTORY", help="e.g. mysim.envs:make_env")
     check.add_argument("--method", default="step", help="the method to capture (default: step)")
     check.add_argument("--replays", type=int, default=1, help="replays after validation (default 1)")
@@ -118,95 +211,230 @@ def _version() -> str:
     return f"{__version__} (warp-lang {installed('warp-lang')}, cuda-python {installed('cuda-python')})"
 
 
-def _quiet_warp() -> Any:
+# -- settings, checked before anything runs -----------------------------------------------
+
+
+def _settings(args: argparse.Namespace, prog: str) -> Any:
+    """``[tool.graphcheck]`` merged with the options; every value checked (UsageError otherwise)."""
+    from . import config
+
+    try:
+        settings = config.load(config.find_pyproject(Path.cwd()))
+        allow = settings.allow + config.parse_allow(args.allow)
+    except config.ConfigError as error:
+        raise UsageError(prog, str(error).replace(str(Path.cwd()) + os.sep, "")) from None
+    args.output_format = "json" if args.json else (args.output_format or "text")
+    for option, path in (("--dot", args.dot), ("--output", args.output), ("--report", getattr(args, "report", None))):
+        if path and not Path(path).resolve().parent.is_dir():
+            raise UsageError(prog, f"cannot write {option} {path}: the folder {Path(path).parent} does not exist")
+    return dataclasses.replace(
+        settings,
+        allow=tuple(dict.fromkeys(allow)),
+        strict_ownership=settings.strict_ownership if args.strict_ownership is None else args.strict_ownership,
+        device=getattr(args, "device", None) or settings.device,
+    )
+
+
+def _warp_and_device(device: str | None, prog: str) -> str | None:
+    """Load Warp quietly, check it is supported, and resolve ``device`` (UsageError for one Warp lacks)."""
     import warp as wp
+
+    from . import _warp
 
     wp.config.log_level = wp.LOG_WARNING
     wp.init()
-    return wp
+    _warp.check_warp()
+    if device is None:
+        return None
+    from .guard import _check_device
+
+    try:
+        return _check_device(device)
+    except ValueError as error:
+        raise UsageError(prog, f"--device: {error}") from None
 
 
-def _emit(checked: Any, args: argparse.Namespace, out: TextIO) -> None:
-    if args.json:
-        out.write(checked.report.to_json(indent=2) + "\n")
+def _code(status: str, strict: bool) -> int:
+    """The exit status for a verdict."""
+    if status == "failed" or (strict and status != "passed"):
+        return EXIT_FINDINGS
+    return EXIT_PASSED
+
+
+# -- output -------------------------------------------------------------------------------
+
+
+def _emit(reports: list[tuple[str, Any]], args: argparse.Namespace, **extra: Any) -> None:
+    """Write ``(source, report)`` pairs in the chosen format, to ``--output`` or standard output."""
+    from .schema import report_document
+
+    fmt = args.output_format
+    out = sys.stdout
+    if fmt == "text":
+        to_file = bool(args.output)  # a file gets plain, unwrapped text
+        colour, width = _use_colour(out, args.colour) and not to_file, None if to_file else _width(out)
+        text = "\n\n".join(render(r, colour, quiet=args.quiet, width=width) for _, r in reports)
+    elif fmt == "json":
+        import json
+
+        document = report_document([{**r.to_dict(), "source": s} for s, r in reports], command=args.command, **extra)
+        text = json.dumps(document, indent=2)
+    elif fmt == "github":
+        text = "\n".join(line for _, r in reports for line in github_annotations(r))
     else:
-        out.write(render(checked.report, _use_colour(out, args.colour)) + "\n")
-    if args.dot:
-        _write_dot(checked, args.dot)
+        text = junit_xml(reports, args.command)
+    if args.output:
+        Path(args.output).write_text(text + "\n", encoding="utf-8")
+        for _, report in reports:  # the verdicts still show in the job's log
+            print(report.headline())
+    elif text:
+        out.write(text + "\n")
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def github_annotations(report: Any) -> list[str]:
+    """GitHub Actions workflow commands: an error per finding at its file and line, a
+    warning for each check that did not run."""
+    from .schema import relative_path
+
+    lines = []
+    for finding in report.findings:
+        where = ""
+        if finding.site is not None:
+            where = f"file={_escape_property(relative_path(finding.site.filename))},line={finding.site.lineno},"
+        text = finding.title or finding.message
+        if finding.values:
+            text += f": {finding.values}"
+        text += f"\n{finding.accept_line()}\n{finding.docs}"
+        lines.append(f"::error {where}title={_escape_property(finding.kind)}::{_escape_data(text)}")
+    for check, reason in report.skipped:
+        title = _escape_property(f"graphcheck: {check} NOT checked")
+        lines.append(f"::warning title={title}::{_escape_data(f'{report.name}: {reason}')}")
+    lines.append(report.headline())
+    return lines
+
+
+def junit_xml(reports: list[tuple[str, Any]], command: str) -> str:
+    """A JUnit XML document: a test case per report, failed with its findings, skipped when not checked."""
+    import xml.etree.ElementTree as ET
+
+    suite = ET.Element("testsuite", name=f"graphcheck {command}", tests=str(len(reports)))
+    failures = skipped = 0
+    for source, report in reports:
+        case = ET.SubElement(suite, "testcase", classname=f"graphcheck.{command}.{source}", name=report.name)
+        properties = ET.SubElement(case, "properties")
+        ET.SubElement(properties, "property", name="graphcheck.status", value=report.status)
+        ET.SubElement(properties, "property", name="graphcheck.checks", value=", ".join(report.checks))
+        for check, reason in report.skipped:
+            ET.SubElement(properties, "property", name=f"graphcheck.not_checked.{check}", value=reason)
+        if report.findings:
+            failures += 1
+            kinds = ", ".join(dict.fromkeys(f.kind for f in report.findings))
+            failure = ET.SubElement(case, "failure", message=report.headline(), type=kinds)
+            failure.text = report.text()
+        elif report.status == "not-checked":
+            skipped += 1
+            ET.SubElement(case, "skipped", message=report.headline())
+        ET.SubElement(case, "system-out").text = report.text()
+    suite.set("failures", str(failures))
+    suite.set("skipped", str(skipped))
+    suites = ET.Element("testsuites")
+    suites.append(suite)
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode")
 
 
 def _write_dot(checked: Any, path: str) -> None:
     from . import dot
 
-    for written in dot.write(checked, path):
-        print(f"graphcheck: wrote {written}", file=sys.stderr)
+    written = dot.write(checked, path)
+    for name in written:
+        print(f"graphcheck: wrote {name}", file=sys.stderr)
+    if len(written) == 1:
+        svg = str(Path(path).with_suffix(".svg"))
+        print(f"graphcheck: for an SVG, install Graphviz and run: dot -Tsvg {path} -o {svg}", file=sys.stderr)
 
 
-def _demo(args: argparse.Namespace) -> int:
-    wp = _quiet_warp()
+# -- the subcommands ----------------------------------------------------------------------
+
+
+def _demo(args: argparse.Namespace, settings: Any) -> int:
+    device = _warp_and_device(settings.device, "graphcheck demo")
+    import warp as wp
+
     import graphcheck as gc
 
     from .demo import Particles
 
+    device = str(wp.get_device(device))
     progress = _Progress()
-    device = str(wp.get_device(args.device))
-    out = sys.stdout
-    colour = _use_colour(out, args.colour)
-    heading = (lambda s: f"{_BOLD}{s}{_RESET}") if colour else (lambda s: s)
+    options = {**settings.options(), "on_failure": "ignore"}
     progress("validating the producer with planted bugs")
     buggy = Particles(device, fixed=False)
-    checked = gc.capture(buggy.step, device=device, owners=(buggy,), on_failure="ignore", allow=args.allow)
+    checked = gc.capture(buggy.step, device=device, owners=(buggy,), **options)
     progress("validating the fixed producer")
     fixed = Particles(device, fixed=True)
-    good = gc.capture(fixed.step, device=device, owners=(fixed,), on_failure="ignore", allow=args.allow)
+    good = gc.capture(fixed.step, device=device, owners=(fixed,), **options)
     replayed = 0
-    if good.ok:
+    if not good.report.findings and good.report.status != "not-checked":
         progress(f"replaying the fixed graph {args.replays} times")
         for _ in range(args.replays):
             good.launch()
             replayed += 1
         wp.synchronize_device(device)
-    if args.json:
-        import json
-
-        document = {"with_bugs": checked.report.to_dict(), "fixed": good.report.to_dict(), "replays": replayed}
-        out.write(json.dumps(document, indent=2) + "\n")
-    else:
+    reports = [("with-bugs", checked.report), ("fixed", good.report)]
+    if args.output_format == "text" and not args.output:
+        out = sys.stdout
+        colour = _use_colour(out, args.colour)
+        heading = (lambda s: f"{_BOLD}{s}{_RESET}") if colour else (lambda s: s)
+        width, quiet = _width(out), args.quiet
         print(heading(f"1. A particle simulation with two planted bugs, captured on {device}:"))
-        out.write(render(checked.report, colour) + "\n\n")
+        out.write(render(checked.report, colour, quiet=quiet, width=width) + "\n\n")
         print(heading("2. The same simulation, fixed:"))
-        out.write(render(good.report, colour) + "\n")
-        if replayed:
-            print(f"Replayed the fixed graph {replayed} times; every address it holds is still an owned buffer.")
+        out.write(render(good.report, colour, quiet=quiet, width=width) + "\n")
+        if good.report.status == "not-checked":
+            print("NOT checked: GRAPHCHECK_DISABLE is set; nothing was validated and no replay was checked.")
+        elif replayed:
+            times = f"{replayed} time{'s' if replayed != 1 else ''}"
+            print(f"Replayed the fixed graph {times}; every address it holds is still an owned buffer.")
+    else:
+        _emit(reports, args, replays=replayed, checking=gc.checking_enabled())
     if args.dot:
         _write_dot(checked, args.dot)
-    return 0 if (good.ok and not checked.ok) else 1
+    found_bugs = bool(checked.report.findings)
+    return EXIT_PASSED if found_bugs and _code(good.report.status, args.strict) == EXIT_PASSED else EXIT_FINDINGS
 
 
-def _check(args: argparse.Namespace) -> int:
-    _quiet_warp()
-    import graphcheck as gc
-
+def _check(args: argparse.Namespace, settings: Any) -> int:
+    prog = "graphcheck check"
     module_name, _, factory_name = args.target.partition(":")
     if not module_name or not factory_name:
-        print(f"graphcheck check: expected MODULE:FACTORY (e.g. mysim.envs:make_env), got {args.target!r}",
-              file=sys.stderr)  # fmt: skip
-        return 2
+        raise UsageError(prog, f"expected MODULE:FACTORY (e.g. mysim.envs:make_env), got {args.target!r}")
+    device = _warp_and_device(settings.device, prog)
+    import graphcheck as gc
+
     sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:
-        print(f"graphcheck check: cannot import {module_name!r}: {error}", file=sys.stderr)
-        return 2
+        raise UsageError(prog, f"cannot import {module_name!r}: {error}") from None
     factory = getattr(module, factory_name, None)
     if not callable(factory):
-        print(f"graphcheck check: {module_name} has no callable {factory_name!r}", file=sys.stderr)
-        return 2
+        near = difflib.get_close_matches(factory_name, [n for n in dir(module) if not n.startswith("_")], n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise UsageError(prog, f"{module_name} has no callable {factory_name!r}{hint}")
     if args.values or args.conformance:
-        return _check_by_values(factory, args)
+        return _check_by_values(factory, args, settings, device)
     progress = _Progress()
     progress(f"building {args.target}")
-    producer = _call_factory(factory, args.device)
+    producer = _users_code(prog, f"{args.target}()", lambda: _call_factory(factory, device))
     method = getattr(producer, args.method, None)
     owners: Any = None
     if callable(method):
@@ -214,45 +442,70 @@ def _check(args: argparse.Namespace) -> int:
     elif callable(producer):
         fn = producer
     else:
-        print(f"graphcheck check: {args.target}() returned a {type(producer).__name__} with no "
-              f"{args.method}() method", file=sys.stderr)  # fmt: skip
-        return 2
+        raise UsageError(prog, f"{args.target}() returned a {type(producer).__name__} with no {args.method}() method")
     progress("reference call, capture and checks")
-    checked = gc.capture(fn, device=args.device, owners=owners, on_failure="ignore", allow=args.allow)
-    _emit(checked, args, sys.stdout)
-    if checked.ok:
+    options = {**settings.options(), "on_failure": "ignore"}
+    checked = _users_code(
+        prog, f"{args.target}().{args.method}()", lambda: gc.capture(fn, device=device, owners=owners, **options)
+    )
+    reports = [("validate", checked.report)]
+    if not checked.report.findings and checked.graph is not None:
         for _ in range(args.replays):
             checked.launch()
         replay = checked.check_replay(on_failure="ignore")
-        if not replay.ok:
-            sys.stdout.write(render(replay, _use_colour(sys.stdout, args.colour)) + "\n")
-            return 1
-    return 0 if checked.ok else 1
+        if replay.findings or args.output_format != "text":
+            reports.append(("replay", replay))
+    _emit(reports, args, replays=args.replays, checking=_checking())
+    if args.dot:
+        _write_dot(checked, args.dot)
+    from .schema import combined_status
+
+    return _code(combined_status(r.status for s, r in reports if s == "validate" or r.findings), args.strict)
 
 
-def _check_by_values(factory: Any, args: argparse.Namespace) -> int:
+def _users_code(prog: str, what: str, call: Callable[[], Any]) -> Any:
+    """``call()``; an exception the user's code raised becomes one line naming where (exit status 2)."""
+    from ._warp import UnsupportedWarpError
+    from .findings import GraphCheckError
+    from .schema import relative_path
+
+    try:
+        return call()
+    except (UnsupportedWarpError, GraphCheckError):
+        raise
+    except Exception as error:
+        frames = [f for f in traceback.extract_tb(error.__traceback__) if "graphcheck" not in Path(f.filename).parts]
+        where = f" at {relative_path(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise UsageError(prog, f"{what} raised {type(error).__name__}{': ' + first if first else ''}{where}") from None
+
+
+def _check_by_values(factory: Any, args: argparse.Namespace, settings: Any, device: str | None) -> int:
     """``check --values`` (gc.verify_replay) and ``check --conformance`` (gc.check_producer)."""
     import graphcheck as gc
 
-    from .findings import Report, allowances
+    from .findings import Report
 
-    flag = "--values" if args.values else "--conformance"
+    prog, flag = "graphcheck check", "--values" if args.values else "--conformance"
     if args.dot:
-        print(f"graphcheck check: --dot draws one capture; it does not apply to {flag}", file=sys.stderr)
-        return 2
-    options = {"device": args.device, "method": args.method, "on_failure": "ignore"}
+        raise UsageError(prog, f"--dot draws one capture; it does not apply to {flag}")
+    options = {"device": device, "method": args.method, "on_failure": "ignore"}
     if args.values:
         _Progress()("replaying beside an eagerly stepped twin")
-        report = gc.verify_replay(factory, steps=args.steps, **options)
+        report = _users_code(
+            prog, f"{flag} {args.target}", lambda: gc.verify_replay(factory, steps=args.steps, **options)
+        )
     else:
         _Progress()("running the conformance kit")
-        report = gc.check_producer(factory, calls=args.steps, **options)
-    if args.allow:
-        report = Report(report.findings, allow=allowances(args.allow), name=report.name, device=report.device,
-                        operations=report.operations, checks=report.checks, notes=report.notes)  # fmt: skip
-    out = sys.stdout
-    out.write((report.to_json(indent=2) if args.json else render(report, _use_colour(out, args.colour))) + "\n")
-    return 0 if report.ok else 1
+        report = _users_code(
+            prog, f"{flag} {args.target}", lambda: gc.check_producer(factory, calls=args.steps, **options)
+        )
+    if settings.allow:
+        report = Report(report.findings + report.suppressed, allow=settings.allow, name=report.name,
+                        device=report.device, operations=report.operations, checks=report.checks,
+                        skipped=report.skipped, notes=report.notes)  # fmt: skip
+    _emit([(flag.removeprefix("--"), report)], args)
+    return _code(report.status, args.strict)
 
 
 def _call_factory(factory: Any, device: str | None) -> Any:
@@ -265,54 +518,104 @@ def _call_factory(factory: Any, device: str | None) -> Any:
     return factory(device=device) if takes_device and device is not None else factory()
 
 
-def _run(args: argparse.Namespace) -> int:
-    _quiet_warp()
+def _run(args: argparse.Namespace, settings: Any) -> int:
+    prog = "graphcheck run"
+    script = args.script
+    if not os.path.isfile(script):
+        raise UsageError(prog, f"no such file: {script}")
+    _warp_and_device(None, prog)
     from .autoguard import AutoGuard
 
-    script = args.script
-    if not os.path.exists(script):
-        print(f"graphcheck run: no such file: {script}", file=sys.stderr)
-        return 2
     script_args = list(args.args)
     if script_args[:1] == ["--"]:
         script_args = script_args[1:]
+    if args.reference_call:
+        print(
+            "graphcheck: --reference-call: each capture block runs once eagerly before it is captured, so the "
+            "program advances one extra step per capture",
+            file=sys.stderr,
+        )
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [script, *script_args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
-    code = 0
-    guard = AutoGuard(allow=args.allow or None)
+    program_exit = 0
+    guard = AutoGuard(
+        allow=settings.allow,
+        reference_call=args.reference_call,
+        strict_ownership=settings.strict_ownership,
+        keep_graphs=bool(args.dot),
+    )
     try:
         with guard:
             runpy.run_path(script, run_name="__main__")
     except SystemExit as exit_:
-        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+        program_exit = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    except BaseException:
+        # The program's own error: shown as Python would show it, and its exit status kept.
+        traceback.print_exc()
+        program_exit = 1
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
-        out = sys.stdout
-        colour = _use_colour(out, args.colour)
-        for report in guard.reports + guard.replay_reports:
-            if not report.ok:
-                out.write(render(report, colour) + "\n")
-        out.write(guard.verdict() + "\n")
-        if args.report:
-            import json
+    reports = [("capture", r) for r in guard.reports] + [("replay", r) for r in guard.replay_reports]
+    shown = [(s, r) for s, r in reports if r.findings] if args.output_format in ("text", "github") else reports
+    if shown or args.output or args.output_format in ("json", "junit"):
+        _emit(shown, args, program_exit=program_exit, checking=_checking())
+    if args.output_format in ("text", "github") or args.output:
+        width = _width(sys.stdout)
+        for line in guard.verdict().splitlines():
+            print("\n".join(textwrap.wrap(line, width, subsequent_indent="  ")) if width else line)
+    if args.report:
+        import json
 
-            reports = [r.to_dict() for r in guard.reports + guard.replay_reports]
-            with open(args.report, "w") as f:
-                json.dump({"ok": guard.ok, "reports": reports}, f, indent=2)
-    if not guard.ok:
-        return code or 1
-    return code
+        from .schema import report_document
+
+        document = report_document(
+            [{**r.to_dict(), "source": s} for s, r in reports],
+            command="run",
+            program_exit=program_exit,
+            checking=_checking(),
+        )
+        Path(args.report).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    if args.dot and guard.graphs:
+        flagged = [c for c in guard.graphs if c.report.findings]
+        _write_dot((flagged or guard.graphs)[0], args.dot)
+    # A program that failed keeps its own exit status: the step fails either way, and the
+    # JSON's program_exit and status tell the two apart.
+    return program_exit or _code(guard.status, args.strict)
+
+
+def _checking() -> bool:
+    from .guard import checking_enabled
+
+    return checking_enabled()
+
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace, Any], int]] = {"demo": _demo, "check": _check, "run": _run}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``graphcheck`` command; returns its exit status."""
-    args = _parser().parse_args(argv)
-    if args.command == "demo":
-        return _demo(args)
-    if args.command == "check":
-        return _check(args)
-    return _run(args)
+    """Run the ``graphcheck`` command; returns its exit status (see :data:`EXIT_CODES`)."""
+    try:
+        args = _parser().parse_args(argv)
+        prog = f"graphcheck {args.command}"
+        settings = _settings(args, prog)
+        return _COMMANDS[args.command](args, settings)
+    except UsageError as error:
+        print(f"{error.prog}: error: {error.message}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as error:
+        from ._warp import UnsupportedWarpError
+
+        if isinstance(error, UnsupportedWarpError):
+            print(f"graphcheck: error: {str(error).strip().splitlines()[0]}", file=sys.stderr)
+            return EXIT_INTERNAL
+        traceback.print_exc()
+        print(
+            f"graphcheck: internal error: {type(error).__name__}: {error}. This is a bug in graphcheck: please "
+            "report it with the traceback above.",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -25,6 +25,16 @@ __all__ = ["to_dot", "write"]
 
 _BAD = 'style="filled" fillcolor="#f4c7c3" color="#c5221f"'
 _GOOD = 'style="filled" fillcolor="#e6f4ea" color="#137333"'
+_TOUCHES = 'style="filled" fillcolor="#fce8b2" color="#b06000"'  # uses a buffer a finding is about
+_LEGEND = [
+    "  subgraph cluster_legend {",
+    '    label="legend"; fontsize=10; color="#9aa0a6";',
+    f'    legend_bad [label="operation with a finding" {_BAD}];',
+    f'    legend_touches [label="uses a flagged buffer" {_TOUCHES}];',
+    f'    legend_good [label="no finding" {_GOOD}];',
+    "    legend_bad -> legend_touches -> legend_good [style=invis];",
+    "  }",
+]
 
 
 def _escape(text: str) -> str:
@@ -41,28 +51,51 @@ def _short(value: Any) -> str:
     return text if len(text) <= 24 else text[:21] + "..."
 
 
-def record_label(index: int, record: LaunchRecord, max_args: int = 6) -> str:
-    """``#3 integrate`` and the first arguments by name, one per line."""
+def record_label(index: int, record: LaunchRecord, max_args: int = 6, names: dict[str, str] | None = None) -> str:
+    """``#3 integrate`` and the first arguments by name, one per line (an array by the
+    owner path in ``names``, ``x=owner.x0``, where there is one)."""
     name = record.kernel.rsplit(".", 1)[-1] if record.kind == "launch" else record.kernel
     lines = [f"#{index} {name}{' (adjoint)' if record.adjoint else ''}"]
     if record.kind == "launch":
         lines.append(f"dim={record.dim}")
     items = list(record.args.items())
-    lines += [f"{k}={_short(v)}" for k, v in items[:max_args]]
+    names = names or {}
+    lines += [f"{k}={names.get(k) or _short(v)}" for k, v in items[:max_args]]
     if len(items) > max_args:
         lines.append(f"... {len(items) - max_args} more")
     return "\\n".join(_escape(line) for line in lines)
 
 
-def _flagged(checked: CheckedGraph) -> dict[int, list[str]]:
-    flagged: dict[int, list[str]] = {}
+def _flagged(checked: CheckedGraph) -> dict[int, list[Any]]:
+    flagged: dict[int, list[Any]] = {}
     for finding in checked.report.findings:
         if finding.index is not None:
-            flagged.setdefault(finding.index, []).append(finding.kind)
+            flagged.setdefault(finding.index, []).append(finding)
     return flagged
 
 
-def _graph_lines(match: GraphMatch, flagged: dict[int, list[str]]) -> list[str]:
+def _flagged_ranges(records: list[LaunchRecord], flagged: dict[int, list[Any]]) -> list[tuple[int, int]]:
+    """The address ranges of the arrays the findings name."""
+    ranges = []
+    for index, findings in flagged.items():
+        if index >= len(records):
+            continue
+        for finding in findings:
+            for arg in (finding.arg or "").split(", "):
+                ref = records[index].args.get(arg.removesuffix(".grad"))
+                if isinstance(ref, ArrayRef) and ref.ptr:
+                    ranges.append((ref.start, ref.start + max(ref.nbytes, 1)))
+    return ranges
+
+
+def _drift(finding: Any) -> str | None:
+    """``frame: 1 -> 2`` for a value that drifted."""
+    if finding.kind != "scalar-drift" or not finding.arg:
+        return None
+    return f"{finding.arg}: {_short(finding.reference)} -> {_short(finding.captured)}"
+
+
+def _graph_lines(match: GraphMatch, flagged: dict[int, list[Any]]) -> list[str]:
     """DOT lines for the nodes and edges of a CUDA graph as the driver holds them."""
     records = match.trace.records
     positions = match.positions
@@ -98,17 +131,34 @@ def to_dot(checked: CheckedGraph, title: str | None = None) -> str:
         lines += _graph_lines(match, flagged)
     elif checked.trace is not None:
         records = checked.trace.records
+        owned = checked.owned_buffers()
+        ranges = _flagged_ranges(records, flagged)
         for i, record in enumerate(records):
-            label = record_label(i, record)
-            kinds = flagged.get(i)
-            style = _BAD if kinds else _GOOD
-            if kinds:
-                label += "\\n" + _escape(", ".join(dict.fromkeys(kinds)))
-            lines.append(f'  op{i} [label="{label}" {style}];')
+            names = {}
+            touches = False
+            for arg, ref in record.arrays():
+                hit = owned.buffer_at(ref.start)
+                if hit is not None:
+                    names[arg] = hit.label
+                touches = touches or any(ref.start < end and start < ref.start + max(ref.nbytes, 1)
+                                         for start, end in ranges)  # fmt: skip
+            label = record_label(i, record, names=names)
+            findings = flagged.get(i, [])
+            style = _BAD if findings else _TOUCHES if touches else _GOOD
+            if findings:
+                drifts = [d for d in map(_drift, findings) if d]
+                label += "\\n" + "\\n".join(
+                    _escape(t) for t in [*drifts, ", ".join(dict.fromkeys(f.kind for f in findings))]
+                )
+            tooltip = _escape("\n".join(f.message for f in findings) or f"#{i} {record.kernel} at {record.site.short}")
+            lines.append(f'  op{i} [label="{label}" tooltip="{tooltip}" {style}];')
         lines += [f"  op{i} -> op{i + 1};" for i in range(len(records) - 1)]
     unplaced = [f for f in checked.report.findings if f.index is None]
     for j, finding in enumerate(unplaced):
-        lines.append(f'  finding{j} [shape=note label="{_escape(finding.kind)}" {_BAD}];')
+        lines.append(
+            f'  finding{j} [shape=note label="{_escape(finding.kind)}" tooltip="{_escape(finding.message)}" {_BAD}];'
+        )
+    lines += _LEGEND
     lines.append("}")
     return "\n".join(lines) + "\n"
 

@@ -84,7 +84,7 @@ class Fallback:
         assert self.recapture is not None
         fresh = self.recapture()
         self.recaptures += 1
-        if not fresh.report.ok:
+        if fresh.report.findings:
             return self._fall_back(fresh.report, "recapture")
         checked._adopt(fresh)
         return f"graphcheck: {problem.name} was captured again (fallback='recapture'), because:\n{problem}"
@@ -109,11 +109,11 @@ def _say(message: str, on_failure: str, stacklevel: int) -> None:
 
 def _problem(checked: CheckedGraph) -> Report | None:
     """The report that keeps ``checked``'s graph from replaying now, or None."""
-    if not checked.report.ok or checked.graph is None:
+    if checked.report.findings or checked.graph is None:
         return checked.report
     if checked.replay_check == "always" or (checked.replay_check == "first" and not checked._replay_checked):
         replay = checked.check_replay(on_failure="ignore")
         checked._replay_checked = True
-        if not replay.ok:
+        if replay.findings:
             return replay
     return None

@@ -8,8 +8,10 @@ kept apart as suppressed.
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
+import textwrap
 import warnings
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -19,6 +21,7 @@ from typing import Any
 from ._warnings import GraphCheckWarning
 from .params import ArrayRef
 from .record import Site
+from .schema import relative_path
 
 __all__ = [
     "KINDS",
@@ -147,7 +150,9 @@ class Finding:
         reference: the value in the reference call (or at capture time, before replay).
         captured: the value in the captured call (or now, before replay).
         fix: the usual fix, one sentence.
-        detail: what else is known (``{"allocated at": "step.py:12", ...}``).
+        detail: what else is known (``{"allocated at": Site(...), ...}``).
+        title: the message's first part: what, which argument, where (no values, no fix).
+        values: the message's values part (``"1 in the reference call, 2 captured"``).
     """
 
     kind: str
@@ -160,9 +165,26 @@ class Finding:
     captured: Any = None
     fix: str = ""
     detail: Mapping[str, Any] = field(default_factory=dict)
+    title: str = ""
+    values: str = ""
 
     def __str__(self) -> str:
         return f"[{self.kind}] {self.message}"
+
+    @property
+    def docs(self) -> str:
+        """The address of the documentation page of this finding's kind."""
+        return docs_page(self.kind)
+
+    def accept_line(self) -> str:
+        """A paste-ready ``allow=`` argument that accepts this finding (and its like)."""
+        parts = [f'"{self.kind}"']
+        if self.kernel:
+            parts.append(f'kernel="{self.kernel.rsplit(".", 1)[-1]}"')
+        if self.arg and self.arg not in _LAUNCH_SETTINGS:
+            # Allowing one argument of a finding about several allows the finding.
+            parts.append(f'arg="{self.arg.split(", ")[0]}"')
+        return f"allow=[gc.Allow({', '.join(parts)})]"
 
     def to_dict(self) -> dict[str, Any]:
         """The finding as JSON-ready data."""
@@ -172,13 +194,13 @@ class Finding:
             "kernel": self.kernel,
             "arg": self.arg,
             "index": self.index,
-            "site": None
-            if self.site is None
-            else {"file": self.site.filename, "line": self.site.lineno, "function": self.site.function},  # fmt: skip
+            "site": site_dict(self.site),
             "reference": _jsonable(self.reference),
             "captured": _jsonable(self.captured),
             "fix": self.fix,
-            "detail": {k: _jsonable(v) for k, v in self.detail.items()},
+            "accept": self.accept_line(),
+            "docs": self.docs,
+            "detail": {_snake(k): _jsonable(v) for k, v in self.detail.items()},
         }
 
 
@@ -216,17 +238,41 @@ def make_finding(
         text += f" argument {arg!r}"
     if where:
         text += f" ({', '.join(where)})"
-    if values:
-        text += f": {values}"
-    message = f"{text}; fix: {fix}."
-    return Finding(kind, message, kernel, arg, index, site, reference, captured, fix, dict(detail or {}))
+    message = f"{text}: {values}; fix: {fix}." if values else f"{text}; fix: {fix}."
+    return Finding(
+        kind, message, kernel, arg, index, site, reference, captured, fix, dict(detail or {}), text, values or ""
+    )
 
 
 _LAUNCH_SETTINGS = {"dim": "launch dimensions", "block_dim": "block size", "max_blocks": "max_blocks",
                     "stream": "stream"}  # fmt: skip
 
 
+#: Where each finding kind's page lives (``docs/findings/<kind>.md`` in the repository).
+DOCS_URL = "https://graphcheck.readthedocs.io/en/latest/findings/{kind}.html"
+
+
+def docs_page(kind: str) -> str:
+    """The documentation page of a finding kind."""
+    return DOCS_URL.format(kind=kind)
+
+
+def site_dict(site: Site | None) -> dict[str, Any] | None:
+    """A call site as JSON-ready data, its path relative to the working directory when it lies below it."""
+    if site is None:
+        return None
+    return {"file": relative_path(site.filename), "line": site.lineno, "function": site.function}
+
+
+def _snake(key: str) -> str:
+    return key.strip().replace(" ", "_").replace("-", "_").lower()
+
+
 def _jsonable(value: Any) -> Any:
+    if isinstance(value, Site):
+        return site_dict(value)
+    if isinstance(value, Mapping):
+        return {_snake(str(k)): _jsonable(v) for k, v in value.items()}
     if isinstance(value, ArrayRef):
         return {"ptr": value.ptr, "nbytes": value.nbytes, "shape": list(value.shape), "strides": list(value.strides)}
     if isinstance(value, float) and value != value:
@@ -262,7 +308,12 @@ class Allow:
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
-            raise ValueError(f"unknown finding kind {self.kind!r}; the kinds are: {', '.join(KINDS)}")
+            raise ValueError(unknown_kind(self.kind))
+
+    def __str__(self) -> str:
+        parts = [f'"{self.kind}"']
+        parts += [f'{name}="{value}"' for name, value in (("kernel", self.kernel), ("arg", self.arg)) if value]
+        return f"gc.Allow({', '.join(parts)})"
 
     def matches(self, finding: Finding) -> bool:
         """Whether this allowance covers ``finding``."""
@@ -275,6 +326,13 @@ class Allow:
         # A finding about several arguments (buffers swapped in one launch) names them
         # all: allowing one of them allows the finding.
         return self.arg is None or self.arg in (finding.arg or "").split(", ")
+
+
+def unknown_kind(kind: str) -> str:
+    """The one-line error for a finding kind that does not exist, with the nearest one."""
+    near = difflib.get_close_matches(kind, list(KINDS), n=1)
+    hint = f" (did you mean {near[0]!r}?)" if near else f"; the kinds are: {', '.join(KINDS)}"
+    return f"unknown finding kind {kind!r}{hint}"
 
 
 def allowances(allow: Iterable[Allow | str] | Allow | str | None) -> tuple[Allow, ...]:
@@ -296,18 +354,25 @@ def allowances(allow: Iterable[Allow | str] | Allow | str | None) -> tuple[Allow
     return tuple(out)
 
 
+#: A report's verdicts, from best to worst news for CI: what :attr:`Report.status` holds.
+STATUSES = ("passed", "partial", "not-checked", "failed")
+
+
 class Report:
     """The verdict on one capture site.
 
     Attributes:
         findings: what makes the site unsafe, one finding per cause.
         suppressed: findings an :class:`Allow` accepted.
+        unused_allow: the allowances that matched no finding (a misspelt kernel or
+            argument, or a bug since fixed).
         name: the captured callable.
         device: the capture device.
         operations: how many operations the captured call issued.
         checks: the checks that ran (``"compare"``, ``"allocations"``, ``"ownership"``,
-            ``"graph"``, ``"replay"``).
-        notes: what could not be checked, and why.
+            ``"graph"``, ``"replay"``...).
+        skipped: the checks that did not run, each as ``(check, reason)``.
+        notes: anything else worth knowing.
     """
 
     def __init__(
@@ -319,24 +384,41 @@ class Report:
         device: str = "",
         operations: int = 0,
         checks: Iterable[str] = (),
+        skipped: Iterable[tuple[str, str]] = (),
         notes: Iterable[str] = (),
     ) -> None:
         kept: list[Finding] = []
         suppressed: list[Finding] = []
+        allow = tuple(allow)
+        used: set[Allow] = set()
         for finding in findings:
-            (suppressed if any(a.matches(finding) for a in allow) else kept).append(finding)
+            matched = [a for a in allow if a.matches(finding)]
+            used.update(matched)
+            (suppressed if matched else kept).append(finding)
         self.findings: tuple[Finding, ...] = tuple(kept)
         self.suppressed: tuple[Finding, ...] = tuple(suppressed)
+        self.unused_allow: tuple[Allow, ...] = tuple(a for a in dict.fromkeys(allow) if a not in used)
         self.name = name
         self.device = device
         self.operations = operations
         self.checks: tuple[str, ...] = tuple(checks)
+        self.skipped: tuple[tuple[str, str], ...] = tuple((str(c), str(r)) for c, r in skipped)
         self.notes: tuple[str, ...] = tuple(notes)
 
     @property
+    def status(self) -> str:
+        """``"failed"`` (findings), ``"not-checked"`` (no check ran), ``"partial"`` (some
+        checks did not run: see :attr:`skipped`) or ``"passed"``."""
+        if self.findings:
+            return "failed"
+        if not self.checks:
+            return "not-checked"
+        return "partial" if self.skipped else "passed"
+
+    @property
     def ok(self) -> bool:
-        """Whether nothing was found (suppressed findings do not count)."""
-        return not self.findings
+        """Whether every check ran and none found anything (suppressed findings do not count)."""
+        return self.status == "passed"
 
     def __bool__(self) -> bool:
         return self.ok
@@ -357,20 +439,34 @@ class Report:
 
     def headline(self) -> str:
         """One line: the verdict."""
-        where = f" in {self.name}" if self.name else ""
+        what = self.name or "capture"
         on = f" on {self.device}" if self.device else ""
         operations = f"{self.operations} operation{'s' if self.operations != 1 else ''}"
-        if not self.checks:
-            why = f": {self.notes[0]}" if self.notes else ""
-            return f"graphcheck: {self.name or 'capture'} was not checked{on}{why}"
-        if self.ok:
-            extra = f", {len(self.suppressed)} allowed" if self.suppressed else ""
-            return f"graphcheck: {self.name or 'capture'} is replay-safe{on} ({operations}{extra})"
-        count = len(self.findings)
-        return f"graphcheck: {count} finding{'s' if count != 1 else ''}{where}{on} ({operations})"
+        status = self.status
+        if status == "not-checked":
+            reasons = [reason for _, reason in self.skipped] + list(self.notes)
+            why = f": {reasons[0]}" if reasons else ""
+            return f"graphcheck: {what} NOT checked{on}{why}"
+        if status == "failed":
+            count = len(self.findings)
+            return f"graphcheck: {count} finding{'s' if count != 1 else ''} in {what}{on} ({operations})"
+        extra = f", {len(self.suppressed)} allowed" if self.suppressed else ""
+        if status == "partial":
+            missing = ", ".join(dict.fromkeys(check for check, _ in self.skipped))
+            return f"graphcheck: no findings in {what}{on} ({operations}{extra}), but NOT checked: {missing}"
+        return f"graphcheck: {what} is replay-safe{on} ({operations}{extra})"
 
-    def __str__(self) -> str:
+    def text(self, *, quiet: bool = False, width: int | None = None) -> str:
+        """The report as text: the verdict, each kind's findings with their values, the
+        fix and the docs page once per kind, an accept line per finding, then the checks.
+
+        Args:
+            quiet: the verdict line only.
+            width: wrap long lines to this many columns (None: do not wrap).
+        """
         lines = [self.headline()]
+        if quiet:
+            return _wrap(lines, width)
         by_kind: dict[str, list[Finding]] = {}
         for finding in self.findings:
             by_kind.setdefault(finding.kind, []).append(finding)
@@ -379,28 +475,47 @@ class Report:
             if not group:
                 continue
             lines.append(f"{kind} ({len(group)}): {KINDS[kind].summary}")
-            lines.extend(f"  - {f.message}" for f in group)
+            for finding in group:
+                lines.append(f"  - {finding.title or finding.message}")
+                if finding.values:
+                    lines.append(f"      {finding.values}")
+                if finding.fix != KINDS[kind].fix:  # this cause calls for another fix
+                    lines.append(f"      fix: {finding.fix}")
+                lines.append(f"      accept: {finding.accept_line()}")
+            if any(f.fix == KINDS[kind].fix for f in group):
+                lines.append(f"  fix: {KINDS[kind].fix}")
+            lines.append(f"  docs: {docs_page(kind)}")
         if self.suppressed:
-            lines.append(
-                f"allowed ({len(self.suppressed)}): " + "; ".join(f"{f.kind} at {f.kernel}" for f in self.suppressed)
-            )
+            lines.append(f"allowed ({len(self.suppressed)}): " + "; ".join(_allowed(f) for f in self.suppressed))
+        lines.extend(
+            f"allowance matched nothing: {allow} (check the kernel and argument names)" for allow in self.unused_allow
+        )
+        if self.checks:
+            lines.append(f"checked: {', '.join(self.checks)}")
+        lines.extend(f"NOT checked: {check}: {reason}" for check, reason in self.skipped)
         lines.extend(f"note: {note}" for note in self.notes)
-        return "\n".join(lines)
+        return _wrap(lines, width)
+
+    def __str__(self) -> str:
+        return self.text()
 
     def __repr__(self) -> str:
-        return f"<Report {self.name!r}: {'ok' if self.ok else dict(self.kinds())}>"
+        return f"<Report {self.name!r}: {self.status if not self.findings else dict(self.kinds())}>"
 
     def to_dict(self) -> dict[str, Any]:
-        """The report as JSON-ready data."""
+        """The report as JSON-ready data (one item of the envelope's ``reports``: see :mod:`graphcheck.schema`)."""
         return {
-            "ok": self.ok,
             "name": self.name,
             "device": self.device,
+            "status": self.status,
+            "ok": self.ok,
             "operations": self.operations,
             "checks": list(self.checks),
+            "skipped": [{"check": check, "reason": reason} for check, reason in self.skipped],
+            "notes": list(self.notes),
             "findings": [f.to_dict() for f in self.findings],
             "suppressed": [f.to_dict() for f in self.suppressed],
-            "notes": list(self.notes),
+            "unused_allow": [{"kind": a.kind, "kernel": a.kernel, "arg": a.arg} for a in self.unused_allow],
         }
 
     def to_json(self, **kwargs: Any) -> str:
@@ -408,13 +523,32 @@ class Report:
         return json.dumps(self.to_dict(), **kwargs)
 
     def merged(self, other: Report) -> Report:
-        """A report with the findings of both."""
+        """A report with the findings, checks and skipped checks of both."""
         out = Report(name=self.name, device=self.device, operations=self.operations)
         out.findings = self.findings + other.findings
         out.suppressed = self.suppressed + other.suppressed
+        out.unused_allow = tuple(a for a in self.unused_allow if a in other.unused_allow)
         out.checks = tuple(dict.fromkeys(self.checks + other.checks))
+        out.skipped = tuple(dict.fromkeys(self.skipped + other.skipped))
         out.notes = self.notes + other.notes
         return out
+
+
+def _allowed(finding: Finding) -> str:
+    where = f" at {finding.kernel}" if finding.kernel else ""
+    return f"{finding.kind}{where}" + (f" argument {finding.arg!r}" if finding.arg else "")
+
+
+def _wrap(lines: list[str], width: int | None) -> str:
+    if width is None:
+        return "\n".join(lines)
+    out = []
+    for line in lines:
+        indent = " " * (len(line) - len(line.lstrip()))
+        hanging = indent + ("    " if line.lstrip().startswith("- ") else "  ")
+        out += textwrap.wrap(line, width, initial_indent="", subsequent_indent=hanging, break_on_hyphens=False,
+                             break_long_words=False) or [""]  # fmt: skip
+    return "\n".join(out)
 
 
 class GraphCheckError(AssertionError):
@@ -436,9 +570,10 @@ def check_on_failure(on_failure: str) -> str:
 
 
 def act(report: Report, on_failure: str, stacklevel: int = 3) -> None:
-    """Do what ``on_failure`` says with a report that has findings."""
+    """Do what ``on_failure`` says with a report that has findings (a partial or
+    unchecked report is no failure: its status says what did not run)."""
     __tracebackhide__ = True  # pytest shows the user's frame, not this one
-    if report.ok:
+    if not report.findings:
         return
     if on_failure == "raise":
         raise GraphCheckError(report)

@@ -16,7 +16,6 @@ guard is then a plain ``wp.ScopedCapture`` and ``launch`` a plain ``wp.capture_l
 
 from __future__ import annotations
 
-import os
 import sys
 import weakref
 from collections.abc import Callable, Iterable
@@ -27,6 +26,7 @@ from typing import Any
 from . import _warp, checks, crosscheck
 from ._cuda import GraphInspectError
 from .buffers import BufferSet, buffers_of
+from .config import disabled_by_environment
 from .fallback import Fallback, check_fallback, on_failure_with
 from .findings import Allow, Finding, Report, act, allowances, check_on_failure, make_finding
 from .graph import GraphMatch, read_match
@@ -87,9 +87,9 @@ def _signature(buffers: BufferSet | None) -> tuple[Any, ...] | None:
 
 
 def checking_enabled() -> bool:
-    """False when the environment variable ``GRAPHCHECK_DISABLE`` is set (to anything but ``0``)."""
-    value = os.environ.get("GRAPHCHECK_DISABLE", "")
-    return value.strip() in ("", "0")
+    """False when the environment variable ``GRAPHCHECK_DISABLE`` is 1, true, yes or on
+    (any case); any other value, ``0`` and ``false`` included, leaves checking on."""
+    return not disabled_by_environment()
 
 
 @dataclass(frozen=True)
@@ -279,11 +279,13 @@ class CheckedGraph:
         __tracebackhide__ = True
         name, device = self.report.name, self.device
         if not self._enabled:
-            return Report(name=name, device=device, notes=["checking disabled by GRAPHCHECK_DISABLE"])
+            return Report(name=name, device=device, skipped=[("replay", "checking disabled by GRAPHCHECK_DISABLE")])
         if self.graph is None:
             raise RuntimeError(f"there is no graph to replay: the capture failed.\n{self.report}")
         if self._owners is None:
-            return Report(name=name, device=device, notes=["no owners to check the graph's addresses against"])
+            return Report(
+                name=name, device=device, skipped=[("replay", "no owners to check the graph's addresses against")]
+            )
         owned = self.owned_buffers()
         stale: dict[int, list[Any]] = {}
         for baked in self._baked:
@@ -541,11 +543,12 @@ class GraphGuard:
         if exc is not None:
             if not (self.enabled and _is_capture_error(exc)):
                 note = f"the guarded block raised {type(exc).__name__}: nothing was checked"
-                self.report = Report(name=self.name, device=self.device, notes=[note])
+                self.report = Report(name=self.name, device=self.device, skipped=[("all checks", note)])
                 return False  # the user's own exception propagates unchanged
             capture_error = exc
         if not self.enabled:
-            self.report = Report(name=self.name, device=self.device, notes=["checking disabled by GRAPHCHECK_DISABLE"])
+            self.report = Report(name=self.name, device=self.device,
+                                 skipped=[("all checks", "checking disabled by GRAPHCHECK_DISABLE")])  # fmt: skip
             self.checked = self._checked(list, None)
             return False
         if self._reused is not None and capture_error is None:
@@ -570,7 +573,7 @@ class GraphGuard:
             self.report = self._analyze(trace, user, owned)
         match = self._graph_match
         self.checked = self._checked(lambda: self._baked(trace, user, owned, match), trace)
-        if self.report.ok and self._reference_trace is not None and self._key is not None:
+        if not self.report.findings and self._reference_trace is not None and self._key is not None:
             # While the validated graph lives, a later capture of the same buffers bakes the
             # addresses it baked: its replay check can serve the new graph too.
             entry = _Validated(self._key[1], self.report, _signature(owned), weakref.ref(self.checked))
@@ -605,18 +608,17 @@ class GraphGuard:
         findings: list[Finding] = []
         ran = []
         notes: list[str] = []
+        skipped: list[tuple[str, str]] = []
         validated_before = self._reference_trace is None and self.reference is not None
         strict = self.strict_ownership
         if self._reference_trace is not None:
             findings += checks.drift(self._reference_trace, user, owned, strict=strict, notes=notes)
             ran.append("compare")
         elif validated_before:
-            notes.append(
-                "validated before in this process: the reference call, the comparison and the ownership check"
-                " were skipped (revalidate=True runs them all)"
-            )
+            why = "validated before in this process (revalidate=True runs it again)"
+            skipped += [("compare", why), ("ownership", why)]
         else:
-            notes.append("no reference call: the comparison did not run")
+            skipped.append(("compare", "no reference call (pass reference=, or use graphcheck.capture)"))
         if user.allocations:
             findings += checks.allocations(user, owned, strict=strict)
             temporaries = checks.graph_owned(user, owned, strict=strict)
@@ -640,20 +642,21 @@ class GraphGuard:
             findings += checks.ownership(user, owned, held)
             ran.append("ownership")
         elif owned is None:
-            notes.append("no owners: the ownership check did not run and replays are not checked")
+            skipped += [("ownership", "no owners (pass owners=)"), ("replay", "no owners: replays are not checked")]
         if self.graph is not None and _warp.graph_handle(self.graph):
             try:  # read once: the replay check's addresses and the picture use the same match
                 self._graph_match = read_match(self.graph, trace)
             except GraphInspectError as error:
-                notes.append(f"the CUDA graph was not cross-checked: {error}")
+                skipped.append(("graph", f"the captured CUDA graph could not be read: {error}"))
             else:
                 result = crosscheck.check(self._graph_match, allow_foreign_nodes=self.allow_foreign_nodes)
                 findings += result.findings
-                notes += [f"the graph cross-check is partial: {note}" for note in result.notes]
                 if result.complete:
                     ran.append("graph")
+                else:
+                    skipped.append(("graph", "the cross-check is partial: " + "; ".join(result.notes)))
         elif not self.device.startswith("cpu"):
-            notes.append("the captured CUDA graph could not be read: its nodes were not cross-checked")
+            skipped.append(("graph", "the captured CUDA graph could not be read: its nodes were not cross-checked"))
         return Report(
             findings,
             allow=self.allow,
@@ -661,6 +664,7 @@ class GraphGuard:
             device=self.device,
             operations=len(user),
             checks=ran,
+            skipped=skipped,
             notes=notes,
         )
 

@@ -42,7 +42,13 @@ when any of them has a finding::
 
 ``allow`` takes finding kinds or :class:`graphcheck.Allow` objects; ``device`` runs the
 test body under ``wp.ScopedDevice(device)`` and is the fixture's default device in that
-test. The closest marker wins (a function's over its class's).
+test; ``reference_call=True`` runs each capture block made of plain calls once eagerly
+first, as the reference call to compare with. The closest marker wins (a function's
+over its class's).
+
+``[tool.graphcheck]`` in the pyproject.toml of pytest's root directory sets ``allow``,
+``replay_check``, ``on_failure``, ``strict_ownership`` and ``device`` for the fixture and
+the marker (see :mod:`graphcheck.config`); the options below win over its ``device``.
 
 Options (on the command line, or as the ini key in brackets; the command line wins):
 
@@ -53,8 +59,11 @@ Options (on the command line, or as the ini key in brackets; the command line wi
     validation came from and the report. A relative ini path is taken from the ini file's
     directory, a relative command-line path from the current directory.
 
-A test whose validations found something gets a ``graphcheck`` section in its report, and
-the terminal summary ends with the session's totals whenever a test used the plugin.
+A test whose validations found something gets a ``graphcheck`` section in its report
+(unless its failure already shows the report), each validation's verdict and findings
+are JUnit XML properties of the test, the session's header says graphcheck's and Warp's
+versions, the device and whether checking is on, and the terminal summary ends with the
+session's totals whenever a test used the plugin.
 """
 
 from __future__ import annotations
@@ -78,7 +87,10 @@ if TYPE_CHECKING:
 
 __all__ = ["GraphcheckFixture", "Validation"]
 
-MARKER_HELP = "graphcheck(allow=(), device=None): every wp.ScopedCapture in the test must be replay-safe"
+MARKER_HELP = (
+    "graphcheck(allow=(), device=None, reference_call=False): every wp.ScopedCapture in the test must be replay-safe"
+)
+MARKER_KEYWORDS = ("allow", "device", "reference_call")
 
 #: Where a validation came from, as the JSON report and the test report's section name it.
 SOURCE_VALIDATE = "validate"  # graphcheck.validate(fn)
@@ -105,8 +117,8 @@ class Validation:
     report: Report
 
     def to_dict(self) -> dict[str, Any]:
-        """The validation as JSON-ready data."""
-        return {"nodeid": self.nodeid, "source": self.source, "report": self.report.to_dict()}
+        """The validation as JSON-ready data: the report's, with the test's node id and the source."""
+        return {**self.report.to_dict(), "nodeid": self.nodeid, "source": self.source}
 
 
 @dataclass
@@ -115,20 +127,23 @@ class _SessionRecord:
 
     device: str | None
     report_path: Path | None
+    settings: Any = None  # graphcheck.config.Settings from [tool.graphcheck]
     validations: list[Validation] = field(default_factory=list)
     tests: int = 0  # how many tests used the fixture or the marker
     written_to: Path | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The session's validations and totals as JSON-ready data."""
-        from ._version import __version__  # light: a string, no Warp
+        """The session's validations and totals: the ``graphcheck.report/1`` envelope."""
+        from .config import disabled_by_environment
+        from .schema import report_document  # light: no Warp
 
-        return {
-            "graphcheck": __version__,
-            "device": self.device,
-            "totals": self.totals(),
-            "validations": [v.to_dict() for v in self.validations],
-        }
+        return report_document(
+            [v.to_dict() for v in self.validations],
+            device=self.device,
+            command="pytest",
+            checking=not disabled_by_environment(),
+            totals=self.totals(),
+        )
 
     def totals(self) -> dict[str, Any]:
         """How many tests, validations, findings (by kind) and allowed findings."""
@@ -144,17 +159,24 @@ class _SessionRecord:
         }
 
     def summary_line(self) -> str:
-        """The session's totals in one line."""
+        """The session's totals in one line, and what was NOT checked."""
+        from .config import disabled_by_environment
+
         totals = self.totals()
         validations, tests, findings = totals["validations"], totals["tests"], totals["findings"]
-        line = (
-            f"graphcheck: {validations} validation{'s' if validations != 1 else ''} in {tests} "
-            f"test{'s' if tests != 1 else ''}, {findings} finding{'s' if findings != 1 else ''}"
+        counted = (
+            f"{validations} validation{'s' if validations != 1 else ''} in {tests} test{'s' if tests != 1 else ''}"
         )
+        if disabled_by_environment():
+            return f"graphcheck: NOT checked: GRAPHCHECK_DISABLE is set, {counted} ran unchecked"
+        line = f"graphcheck: {counted}, {findings} finding{'s' if findings != 1 else ''}"
         if totals["kinds"]:
             line += " (" + ", ".join(f"{kind}: {count}" for kind, count in totals["kinds"].items()) + ")"
         if totals["allowed"]:
             line += f", {totals['allowed']} allowed"
+        partial = Counter(check for v in self.validations for check, _ in v.report.skipped)
+        if partial:
+            line += "; NOT checked: " + ", ".join(f"{check} in {n}" for check, n in partial.items())
         return line
 
 
@@ -164,18 +186,25 @@ class _TestRecord:
 
     nodeid: str
     session: _SessionRecord
+    properties: list[tuple[str, object]] = field(default_factory=list)  # the item's JUnit properties
     validations: list[Validation] = field(default_factory=list)
     shown: int = 0
+    verdict: str | None = None  # the marker's verdict line, when it failed the test
 
     def add(self, source: str, report: Report) -> None:
         validation = Validation(self.nodeid, source, report)
         self.validations.append(validation)
         self.session.validations.append(validation)
+        self.properties.append((f"graphcheck.{source}", f"{report.status}: {report.headline()}"))
+        self.properties.extend(("graphcheck.finding", f"{f.kind}: {f.message}") for f in report.findings)
 
-    def take_unshown_findings(self) -> str:
-        """The reports with findings made since the last call, as a report section's text."""
+    def take_unshown_findings(self, shown_already: object = None) -> str:
+        """The reports with findings made since the last call, as a report section's text
+        (without ``shown_already``, the report the test's failure shows)."""
         new, self.shown = self.validations[self.shown :], len(self.validations)
-        return "\n\n".join(f"[{v.source}] {v.report}" for v in new if not v.report.ok)
+        return "\n\n".join(
+            f"[{v.source}] {v.report}" for v in new if v.report.findings and v.report is not shown_already
+        )
 
 
 _SESSION = pytest.StashKey[_SessionRecord]()
@@ -186,7 +215,7 @@ def _test_record(item: pytest.Item) -> _TestRecord:
     record = item.stash.get(_TEST, None)
     if record is None:
         session = item.config.stash[_SESSION]
-        record = item.stash[_TEST] = _TestRecord(item.nodeid, session)
+        record = item.stash[_TEST] = _TestRecord(item.nodeid, session, item.user_properties)
         session.tests += 1
     return record
 
@@ -223,8 +252,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     """Register the marker (so ``--strict-markers`` passes) and read the options."""
     config.addinivalue_line("markers", MARKER_HELP)
-    device = config.getoption("graphcheck_device") or config.getini("graphcheck_device") or None
-    config.stash[_SESSION] = _SessionRecord(device=device, report_path=_report_path(config))
+    from . import config as project
+
+    try:
+        settings = project.load(project.find_pyproject(config.rootpath))
+    except project.ConfigError as error:
+        raise pytest.UsageError(f"graphcheck: {error}") from None
+    device = config.getoption("graphcheck_device") or config.getini("graphcheck_device") or settings.device
+    config.stash[_SESSION] = _SessionRecord(device=device, report_path=_report_path(config), settings=settings)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    """One header line: graphcheck's and Warp's versions, the device, whether checking is on."""
+    from ._version import __version__
+    from .config import disabled_by_environment
+    from .schema import warp_version
+
+    record = config.stash.get(_SESSION, None)
+    device = record.device if record is not None and record.device else "Warp's default device"
+    checking = "OFF (GRAPHCHECK_DISABLE is set)" if disabled_by_environment() else "on"
+    return f"graphcheck {__version__}, warp {warp_version() or 'not installed'}, device: {device}, checking: {checking}"
 
 
 def _report_path(config: pytest.Config) -> Path | None:
@@ -258,6 +305,18 @@ class GraphcheckFixture:
         self.reports: list[Report] = []
         self._record = record
 
+    def _defaults(self, options: dict[str, Any]) -> dict[str, Any]:
+        """``options`` over the ``[tool.graphcheck]`` settings (a test's ``allow=`` adds to the project's)."""
+        settings = self._record.session.settings
+        if settings is None:
+            options.setdefault("on_failure", "raise")
+            return options
+        from .findings import allowances
+
+        merged = {**settings.options(), "on_failure": settings.on_failure, **options}
+        merged["allow"] = tuple(dict.fromkeys(settings.allow + allowances(options.get("allow"))))
+        return merged
+
     def _add(self, source: str, report: Report) -> None:
         self.reports.append(report)
         self._record.add(source, report)
@@ -274,7 +333,8 @@ class GraphcheckFixture:
                 ``fn`` and ``args``).
             device: the capture device (None: the fixture's :attr:`device`).
             options: passed to :func:`graphcheck.capture` (``allow=``, ``reference=``,
-                ``on_failure=``, which defaults to ``"raise"``...), and the rest to ``fn``.
+                ``on_failure=``, which defaults to ``"raise"``...), and the rest to ``fn``;
+                ``[tool.graphcheck]`` gives the defaults.
 
         Returns:
             The :class:`graphcheck.CheckedGraph`; its report is kept in :attr:`reports`.
@@ -286,7 +346,7 @@ class GraphcheckFixture:
         from .findings import GraphCheckError
         from .guard import capture
 
-        options.setdefault("on_failure", "raise")
+        options = self._defaults(options)
         try:
             checked = capture(fn, *args, device=device if device is not None else self.device, owners=owners, **options)
         except GraphCheckError as error:
@@ -306,6 +366,7 @@ class GraphcheckFixture:
             device: the capture device (None: the fixture's :attr:`device`).
             options: passed to :class:`graphcheck.GraphGuard` (``on_failure=``, ``allow=``...).
         """
+        options = self._defaults(options)
         guard = _reporting_guard_class()(device if device is not None else self.device, reference, owners, **options)
         guard.on_report = lambda report: self._add(SOURCE_GUARD, report)
         return guard
@@ -389,12 +450,12 @@ def _marker_settings(marker: pytest.Mark) -> tuple[tuple[Allow, ...], Any]:
     """The marker's allowances and device, checked (a typo in a kind fails the test, not silently)."""
     from .findings import allowances
 
-    unknown = sorted(set(marker.kwargs) - {"allow", "device"})
+    unknown = sorted(set(marker.kwargs) - set(MARKER_KEYWORDS))
     if marker.args or unknown:
         given = ", ".join([*map(repr, marker.args), *unknown])
         pytest.fail(
-            f"@pytest.mark.graphcheck takes the keyword arguments allow= and device= only, got {given}; "
-            f"e.g. @pytest.mark.graphcheck(allow=['scalar-drift'])",
+            f"@pytest.mark.graphcheck takes the keyword arguments {', '.join(k + '=' for k in MARKER_KEYWORDS)} only, "
+            f"got {given}; e.g. @pytest.mark.graphcheck(allow=['scalar-drift'])",
             pytrace=False,
         )
     try:
@@ -417,7 +478,16 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     from .autoguard import AutoGuard
 
     record = _test_record(item)
-    autoguard = AutoGuard(allow=allow)
+    settings = record.session.settings
+    on_failure = settings.on_failure if settings is not None else "raise"
+    if settings is not None:
+        allow = tuple(dict.fromkeys(settings.allow + allow))
+        device = device if device is not None else settings.device
+    autoguard = AutoGuard(
+        allow=allow,
+        reference_call=bool(marker.kwargs.get("reference_call", False)),
+        strict_ownership=settings.strict_ownership if settings is not None else False,
+    )
     try:
         # The with statement exits the AutoGuard however the body ends, so wp.ScopedCapture
         # and wp.capture_launch are Warp's own again before the next test.
@@ -434,9 +504,27 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
             record.add(SOURCE_MARKER, report)
         for report in autoguard.replay_reports:
             record.add(SOURCE_MARKER_REPLAY, report)
-    if not autoguard.ok:
-        pytest.fail(autoguard.summary(), pytrace=False)
+    if autoguard.findings:
+        record.shown = len(record.validations)  # the failure shows the reports: no section repeats them
+        record.verdict = autoguard.verdict().splitlines()[0]
+        _act(autoguard.summary(), on_failure)
     return result
+
+
+def _act(summary: str, on_failure: str) -> None:
+    """What ``on_failure`` (from ``[tool.graphcheck]``) says a marked test with findings does."""
+    if on_failure == "raise":
+        pytest.fail(summary, pytrace=False)
+    elif on_failure == "warn":
+        import warnings
+
+        from .findings import GraphCheckWarning
+
+        warnings.warn(summary, GraphCheckWarning, stacklevel=2)
+    elif on_failure == "log":
+        import logging
+
+        logging.getLogger("graphcheck").warning("%s", summary)
 
 
 # -- reporting ----------------------------------------------------------------------------
@@ -448,7 +536,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = yield
     record = item.stash.get(_TEST, None)
     if record is not None:
-        text = record.take_unshown_findings()
+        # A GraphCheckError failing the test shows its report already: print it once.
+        error = call.excinfo.value if call.excinfo is not None else None
+        shown = getattr(error, "report", None)
+        text = record.take_unshown_findings(shown)
+        verdict = shown.headline() if shown is not None else record.verdict if call.when == "call" else None
+        crash = getattr(report.longrepr, "reprcrash", None)
+        if report.failed and verdict and crash is not None:
+            crash.message = verdict  # the short summary line starts with the verdict
         if text:
             report.sections.append(("graphcheck" if call.when == "call" else f"graphcheck {call.when}", text))
     return report
@@ -477,4 +572,6 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     terminalreporter.write_sep("-", "graphcheck")
     terminalreporter.write_line(record.summary_line())
     if record.written_to is not None:
-        terminalreporter.write_line(f"graphcheck: JSON report written to {record.written_to}")
+        from .schema import relative_path
+
+        terminalreporter.write_line(f"graphcheck: JSON report written to {relative_path(record.written_to)}")

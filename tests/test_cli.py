@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -42,10 +43,15 @@ def test_demo_json_and_picture(tmp_path):
     result = graphcheck("demo", "--device", "cpu", "--replays", "1", "--json", "--dot", str(picture))
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
-    assert not document["with_bugs"]["ok"] and document["fixed"]["ok"]
-    assert {f["kind"] for f in document["with_bugs"]["findings"]} == {"scalar-drift", "per-call-allocation"}
+    with_bugs, fixed = document["reports"]
+    assert (with_bugs["source"], fixed["source"]) == ("with-bugs", "fixed") and document["replays"] == 1
+    assert with_bugs["status"] == "failed" and fixed["status"] == "passed" and fixed["ok"]
+    assert {f["kind"] for f in with_bugs["findings"]} == {"scalar-drift", "per-call-allocation"}
     source = picture.read_text()
     assert source.startswith("digraph graphcheck") and "#0 _wind" in source and "scalar-drift" in source
+    # Buffers by owner path, the drifting value, tooltips and a legend.
+    assert "v=owner.v" in source and "x=owner.x" in source and "frame: 1 -> 2" in source
+    assert 'tooltip="graphcheck.demo._wind argument' in source and "cluster_legend" in source
 
 
 def test_run_guards_an_unmodified_warp_example():
@@ -156,7 +162,7 @@ def test_check_validates_a_factory_s_producer(factories):
     assert safe.returncode == 0, safe.stdout + safe.stderr
     assert "replay-safe" in safe.stdout
     allowed = graphcheck("check", "myfactories:unsafe", "--allow", "scalar-drift", "--json", cwd=env_cwd)
-    assert allowed.returncode == 0 and json.loads(allowed.stdout)["suppressed"]
+    assert allowed.returncode == 0 and json.loads(allowed.stdout)["reports"][0]["suppressed"]
 
 
 def test_check_explains_a_bad_target(factories):
@@ -167,3 +173,337 @@ def test_check_explains_a_bad_target(factories):
     ]:
         result = graphcheck("check", target, cwd=factories)
         assert result.returncode == 2 and message in result.stderr, result.stderr
+
+
+# -- honest verdicts, exit codes and machine output (issue 13) ------------------------------
+
+
+def validate_document(document):
+    from tests.test_report import validate_document as validate
+
+    validate(document)
+
+
+def graphcheck_env(*args, env=None, cwd=None):
+    """graphcheck as a subprocess with extra environment variables (NO_COLOR and GRAPHCHECK_DISABLE unset)."""
+    full = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    for name in ("NO_COLOR", "FORCE_COLOR", "GRAPHCHECK_DISABLE", "COLUMNS"):
+        full.pop(name, None)
+    full.update(env or {})
+    return subprocess.run([sys.executable, "-m", "graphcheck", *args], capture_output=True, text=True,
+                          cwd=cwd or ROOT, env=full, timeout=600, check=False)  # fmt: skip
+
+
+def test_exit_codes_are_documented_in_help():
+    for command in ([], ["check"], ["run"], ["demo"]):
+        result = graphcheck(*command, "--help")
+        assert result.returncode == 0
+        text = " ".join(result.stdout.split())
+        assert "0 passed" in text and "1 findings" in text and "2 usage or configuration error" in text
+        assert "3 internal error or unsupported Warp" in text
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["check", "--allow", "scaler-drift", "never_imported:make"],
+         "graphcheck check: error: unknown finding kind 'scaler-drift' (did you mean 'scalar-drift'?)"),
+        (["chek", "x:y"], "graphcheck: error: argument COMMAND: invalid choice 'chek' (did you mean 'check'?)"),
+        (["check", "--device", "cuda:9", "never_imported:make"],
+         "graphcheck check: error: --device: cannot capture on"),
+        (["check", "--dot", "no/such/folder/g.dot", "never_imported:make"],
+         "graphcheck check: error: cannot write --dot no/such/folder/g.dot: the folder no/such/folder does not exist"),
+        (["run", "--allow", "stale-pointr", "no_such_script.py"],
+         "graphcheck run: error: unknown finding kind 'stale-pointr' (did you mean 'stale-pointer'?)"),
+        (["check", "--output-format", "xml", "m:f"],
+         "graphcheck check: error: argument --output-format: invalid choice"),
+    ],
+)  # fmt: skip
+def test_usage_errors_are_one_line_and_exit_2_before_anything_runs(tmp_path, args, message):
+    (tmp_path / "never_imported.py").write_text("raise SystemExit('imported!')\n")
+    result = graphcheck(*args, cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = [line for line in result.stderr.splitlines() if not line.startswith("Warp CUDA warning")]
+    assert len(lines) == 1 and lines[0].startswith(message), result.stderr
+    assert "Traceback" not in result.stderr and "imported!" not in result.stderr + result.stdout
+
+
+def test_a_factory_that_raises_is_one_line_naming_where(tmp_path):
+    (tmp_path / "broken.py").write_text("def make(device=None):\n    raise ValueError('no such scene: forest')\n")
+    result = graphcheck("check", "broken:make", "--device", "cpu", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "graphcheck check: error: broken:make() raised ValueError: no such scene: forest at broken.py:2" in (
+        result.stderr
+    )
+    assert "Traceback" not in result.stderr
+
+
+def test_an_unsupported_warp_and_an_internal_error_exit_3():
+    # graphcheck's own check of Warp's internals is made to fail: Warp itself is untouched.
+    probe = (
+        "import sys, graphcheck._warp as w\n"
+        "def {name}(*a, **k): raise {error}\n"
+        "w.check_warp = {name}\n"
+        "from graphcheck.cli import main\n"
+        "sys.exit(main(['check', '--device', 'cpu', 'tests.producers:DeviceCounter']))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    unsupported = probe.format(name="check_warp", error="w.UnsupportedWarpError('Warp 9.0 lacks wp_cuda_graph')")
+    result = subprocess.run([sys.executable, "-c", unsupported], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert result.returncode == 3
+    assert "graphcheck: error: Warp 9.0 lacks wp_cuda_graph" in result.stderr and "Traceback" not in result.stderr
+    internal = probe.format(name="check_warp", error="KeyError('a bug')")
+    result = subprocess.run([sys.executable, "-c", internal], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert result.returncode == 3 and "graphcheck: internal error: KeyError" in result.stderr
+
+
+def test_check_json_is_the_versioned_envelope(factories):
+    result = graphcheck("check", "myfactories:unsafe", "--device", "cpu", "--output-format", "json", cwd=factories)
+    assert result.returncode == 1
+    document = json.loads(result.stdout)
+    validate_document(document)
+    assert (document["schema"], document["status"], document["ok"], document["device"]) == (
+        "graphcheck.report/1", "failed", False, "cpu"
+    )  # fmt: skip
+    (report,) = document["reports"]
+    (finding,) = report["findings"]
+    assert finding["accept"].startswith('allow=[gc.Allow("scalar-drift"')
+    safe = graphcheck("check", "myfactories:safe", "--device", "cpu", "--json", cwd=factories)
+    document = json.loads(safe.stdout)
+    validate_document(document)
+    assert safe.returncode == 0 and document["status"] == "passed"
+    assert [r["source"] for r in document["reports"]] == ["validate", "replay"]
+
+
+def test_github_annotations_and_junit(factories):
+    github = graphcheck("check", "myfactories:unsafe", "--device", "cpu", "--output-format", "github", cwd=factories)
+    assert github.returncode == 1
+    (line,) = [line for line in github.stdout.splitlines() if line.startswith("::error")]
+    assert line.startswith("::error file=") and ",title=scalar-drift::" in line
+    assert re.search(r"file=[^,]*producers\.py,line=\d+,", line)
+    junit = graphcheck("check", "myfactories:unsafe", "--device", "cpu", "--output-format", "junit", cwd=factories)
+    import xml.etree.ElementTree as ET
+
+    suites = ET.fromstring(junit.stdout.split("\n", 1)[1])
+    (case,) = suites.iter("testcase")
+    (failure,) = case.iter("failure")
+    assert failure.get("type") == "scalar-drift" and "1 finding" in failure.get("message")
+    properties = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert properties["graphcheck.status"] == "failed"
+
+
+def test_output_writes_the_report_to_a_file_and_the_verdict_to_the_log(factories):
+    result = graphcheck("check", "myfactories:unsafe", "--json", "--output", "out.json", cwd=factories)
+    assert result.returncode == 1
+    assert result.stdout.strip().startswith("graphcheck: 1 finding")
+    validate_document(json.loads((factories / "out.json").read_text()))
+
+
+def test_quiet_prints_verdicts_only(factories):
+    result = graphcheck("check", "myfactories:unsafe", "--device", "cpu", "--quiet", cwd=factories)
+    assert result.returncode == 1
+    assert result.stdout.strip().splitlines() == [result.stdout.strip().splitlines()[0]]
+    assert result.stdout.startswith("graphcheck: 1 finding in HostCounter.step on cpu")
+
+
+def test_colour_follows_force_color_and_no_color(factories):
+    forced = graphcheck_env("check", "myfactories:unsafe", env={"FORCE_COLOR": "1"}, cwd=factories)
+    assert "\033[" in forced.stdout
+    plain = graphcheck_env("check", "myfactories:unsafe", env={"FORCE_COLOR": "1", "NO_COLOR": "1"}, cwd=factories)
+    assert "\033[" not in plain.stdout
+    assert "\033[" not in graphcheck_env("check", "myfactories:unsafe", cwd=factories).stdout
+
+
+def test_the_text_fits_the_terminal(factories, tmp_path):
+    result = graphcheck_env("check", "myfactories:unsafe", env={"COLUMNS": "60"}, cwd=factories)
+    step = 'wp.launch(add, dim=8, inputs=[self.x, self.v], device="cpu")'
+    run = graphcheck_env("run", str(write_script(tmp_path, step)), env={"COLUMNS": "60"})
+    assert "NOT checked: compare" in run.stdout
+    for line in result.stdout.splitlines() + run.stdout.splitlines():
+        assert len(line) <= 60 or " " not in line.strip(), line
+
+
+def test_disabled_checking_says_not_checked_everywhere(factories, tmp_path):
+    off = {"GRAPHCHECK_DISABLE": "1"}
+    check = graphcheck_env("check", "myfactories:unsafe", "--device", "cpu", env=off, cwd=factories)
+    assert check.returncode == 0 and "NOT checked" in check.stdout and "replay-safe" not in check.stdout
+    strict = graphcheck_env("check", "myfactories:unsafe", "--strict", env=off, cwd=factories)
+    assert strict.returncode == 1
+    document = json.loads(graphcheck_env("check", "myfactories:unsafe", "--json", env=off, cwd=factories).stdout)
+    validate_document(document)
+    assert document["status"] == "not-checked" and document["ok"] is False and document["checking"] is False
+    demo = graphcheck_env("demo", "--device", "cpu", "--replays", "1", env=off)
+    assert "NOT checked" in demo.stdout and "every address" not in demo.stdout
+    step = 'wp.launch(add, dim=8, inputs=[self.x, self.v], device="cpu")'
+    run = graphcheck_env("run", str(write_script(tmp_path, step)), env=off)
+    assert run.returncode == 0
+    assert (
+        run.stdout.strip().splitlines()[-1]
+        == "graphcheck: NOT checked: GRAPHCHECK_DISABLE is set, 1 capture ran unchecked"
+    )
+    assert (
+        graphcheck_env("check", "myfactories:unsafe", env={"GRAPHCHECK_DISABLE": "false"}, cwd=factories).returncode
+        == 1
+    )
+
+
+def test_run_without_reference_call_says_what_it_did_not_check_and_strict_fails(tmp_path):
+    step = 'wp.launch(add, dim=8, inputs=[self.x, self.v], device="cpu")'
+    script = str(write_script(tmp_path, step))
+    result = graphcheck("run", script)
+    assert result.returncode == 0, result.stderr
+    closing = result.stdout.strip().splitlines()[-2:]
+    assert closing[0] == "graphcheck: 1 capture guarded, no findings"
+    assert closing[1].startswith("graphcheck: NOT checked: compare: no reference call")
+    assert "graphcheck run --reference-call" in closing[1] and "graphcheck check MODULE:FACTORY" in closing[1]
+    assert graphcheck("run", "--strict", script).returncode == 1
+
+
+COUNTER_SCRIPT = """
+import warp as wp
+
+wp.config.log_level = wp.LOG_WARNING
+
+
+@wp.kernel
+def advance(x: wp.array(dtype=float), t: float):
+    i = wp.tid()
+    x[i] = x[i] + t
+
+
+class Sim:
+    def __init__(self):
+        self.x = wp.zeros(8, dtype=float, device="cpu")
+        self.frame = 0
+
+    def step(self):
+        self.frame += 1
+        wp.launch(advance, dim=8, inputs=[self.x, float(self.frame)], device="cpu")
+
+
+sim = Sim()
+with wp.ScopedCapture(device="cpu") as capture:
+    sim.step()
+print("frames stepped:", sim.frame)
+with wp.ScopedCapture(device="cpu") as other:
+    sim.step()
+    frame = sim.frame
+"""
+
+
+def test_run_reference_call_finds_drift_and_says_the_program_advances_one_extra_step(tmp_path):
+    script = tmp_path / "counter.py"
+    script.write_text(COUNTER_SCRIPT)
+    plain = graphcheck("run", str(script))
+    assert plain.returncode == 0 and "frames stepped: 1" in plain.stdout
+    result = graphcheck("run", "--reference-call", "--json", str(script))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "one extra step" in result.stderr
+    assert "frames stepped: 2" in result.stdout, "the block ran once eagerly first"
+    document = json.loads(result.stdout[result.stdout.index("{") :])
+    validate_document(document)
+    first, second = document["reports"]
+    assert [f["kind"] for f in first["findings"]] == ["scalar-drift"] and "compare" in first["checks"]
+    # A block that is not plain calls cannot serve as its own reference: it says so.
+    assert dict((s["check"], s["reason"]) for s in second["skipped"])["compare"].startswith("no reference call")
+    assert any("not made of plain calls" in note for note in second["notes"])
+
+
+def test_a_stale_pointer_from_run_names_the_capture_launch_line(tmp_path):
+    step = 'wp.launch(add, dim=8, inputs=[self.x, self.v], device="cpu")'
+    after = 'sim.v = wp.full(8, 2.0, dtype=float, device="cpu")'
+    script = write_script(tmp_path, step, after)
+    line = next(i for i, text in enumerate(script.read_text().splitlines(), 1) if text.startswith("wp.capture_launch"))
+    result = graphcheck("run", "--report", str(tmp_path / "r.json"), str(script))
+    assert result.returncode == 1
+    assert f"replayed by wp.capture_launch at sim.py:{line}" in result.stdout
+    assert f"graphcheck: 1 finding in wp.capture_launch at sim.py:{line}" in result.stdout
+    document = json.loads((tmp_path / "r.json").read_text())
+    validate_document(document)
+    (replay,) = [r for r in document["reports"] if r["source"] == "replay"]
+    assert replay["findings"][0]["detail"]["replayed_at"].endswith(f"sim.py:{line}")
+
+
+def test_run_records_the_program_s_exit_status(tmp_path):
+    step = 'wp.launch(add, dim=8, inputs=[self.x, self.v], device="cpu")'
+    script = write_script(tmp_path, step, after="import sys; sys.exit(3)")
+    result = graphcheck("run", "--json", str(script))
+    assert result.returncode == 3, "the program's own failure wins"
+    document = json.loads(result.stdout[result.stdout.index("{") :])
+    validate_document(document)
+    assert document["program_exit"] == 3 and document["status"] == "partial"
+    raising = write_script(tmp_path, step, after="raise RuntimeError('the program failed')")
+    result = graphcheck("run", "--report", str(tmp_path / "r.json"), str(raising))
+    assert result.returncode == 1 and "RuntimeError: the program failed" in result.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["program_exit"] == 1
+
+
+def test_demo_json_validates(tmp_path):
+    result = graphcheck("demo", "--device", "cpu", "--replays", "1", "--json")
+    document = json.loads(result.stdout)
+    validate_document(document)
+    assert document["command"] == "demo" and document["checking"] is True
+
+
+def test_pyproject_settings_apply_and_options_win(factories):
+    (factories / "pyproject.toml").write_text('[tool.graphcheck]\nallow = ["scalar-drift"]\ndevice = "cpu"\n')
+    allowed = graphcheck("check", "myfactories:unsafe", "--json", cwd=factories)
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+    (report,) = json.loads(allowed.stdout)["reports"][:1]
+    assert [f["kind"] for f in report["suppressed"]] == ["scalar-drift"] and report["device"] == "cpu"
+    (factories / "pyproject.toml").write_text('[tool.graphcheck]\nallow = ["scaler-drift"]\n')
+    bad = graphcheck("check", "myfactories:unsafe", cwd=factories)
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines()[-1] == (
+        "graphcheck check: error: pyproject.toml [tool.graphcheck]: allow: unknown finding kind 'scaler-drift' "
+        "(did you mean 'scalar-drift'?)"
+    )
+
+
+def test_an_allowance_that_matched_nothing_is_reported_by_run(tmp_path):
+    step = 'wp.launch(add, dim=8, inputs=[self.x, self.v], device="cpu")'
+    result = graphcheck("run", "--allow", "scalar-drift:integrat", str(write_script(tmp_path, step)))
+    assert 'graphcheck: allowance matched nothing: gc.Allow("scalar-drift", kernel="integrat")' in result.stdout
+
+
+def test_strict_ownership_reaches_the_guard_of_every_capture(tmp_path):
+    step = 'wp.launch(add, dim=8, inputs=[self.x, self.v], device="cpu")'
+    after = "print('strict:', capture._graphcheck.strict_ownership)"
+    script = str(write_script(tmp_path, step, after))
+    assert "strict: True" in graphcheck("run", "--strict-ownership", script).stdout
+    assert "strict: False" in graphcheck("run", script).stdout
+    (tmp_path / "pyproject.toml").write_text("[tool.graphcheck]\nstrict_ownership = true\n")
+    assert "strict: True" in graphcheck("run", script, cwd=tmp_path).stdout
+
+
+def test_dot_without_graphviz_says_how_to_get_the_svg(tmp_path):
+    step = textwrap.dedent(
+        """scratch = wp.array([1.0] * 8, dtype=float, device="cpu")  # host data, gone after the call
+        wp.launch(add, dim=8, inputs=[scratch, self.v], device="cpu")"""
+    )
+    picture = tmp_path / "run.dot"
+    result = graphcheck("run", "--dot", str(picture), str(write_script(tmp_path, step)))
+    assert picture.read_text().startswith("digraph graphcheck") and "per-call-allocation" in picture.read_text()
+    import shutil
+
+    if shutil.which("dot") is None:
+        assert f"dot -Tsvg {picture} -o {picture.with_suffix('.svg')}" in result.stderr
+
+
+def test_the_docs_pasted_outputs_carry_no_machine_paths():
+    outputs = [*(ROOT / "docs" / "examples" / "output").iterdir(),
+               *(ROOT / "docs" / "findings" / "examples" / "output").iterdir()]  # fmt: skip
+    for path in outputs:
+        text = path.read_text()
+        assert str(ROOT) not in text and "/tmp/" not in text and "/home/" not in text, path
+
+
+def test_run_of_a_program_without_captures_says_not_checked(tmp_path):
+    script = tmp_path / "plain.py"
+    script.write_text("print('no graphs here')\n")
+    result = graphcheck("run", str(script))
+    assert result.returncode == 0 and "no graphs here" in result.stdout
+    assert result.stdout.strip().splitlines()[-1] == (
+        "graphcheck: NOT checked: the program opened no wp.ScopedCapture to guard"
+    )
+    assert graphcheck("run", "--strict", str(script)).returncode == 1

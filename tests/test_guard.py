@@ -203,8 +203,9 @@ def test_the_environment_switch_turns_checking_off(monkeypatch):
     assert not gc.checking_enabled()
     sim = P.HostCounter(DEVICE)
     checked = gc.capture(sim.step, device=DEVICE, owners=(sim,))
-    assert checked.ok and "disabled" in checked.report.notes[0]
-    assert "was not checked" in checked.report.headline()
+    assert checked.report.status == "not-checked" and not checked.ok
+    assert "disabled" in checked.report.skipped[0][1]
+    assert "NOT checked" in checked.report.headline()
     assert sim.frame == 1, "no reference call"
     sim.after_capture()
     checked.launch()
@@ -303,8 +304,8 @@ def test_replay_check_without_owners_says_so():
     with gc.GraphGuard(device=DEVICE) as guard:
         sim.step()
     report = guard.check_replay()
-    assert report.ok and not report.checks
-    assert "was not checked" in report.headline() and "no owners" in report.headline()
+    assert report.status == "not-checked" and not report.ok and not report.checks
+    assert "NOT checked" in report.headline() and "no owners" in report.headline()
 
 
 def test_warnings_point_at_the_users_line():
@@ -361,9 +362,11 @@ def test_a_guard_without_reference_or_owners_says_what_it_did_not_check():
     sim = P.DeviceCounter(DEVICE)
     with gc.GraphGuard(device=DEVICE) as guard:
         sim.step()
-    notes = " ".join(guard.report.notes)
-    assert "no reference call" in notes and "no owners" in notes
+    skipped = dict(guard.report.skipped)
+    assert "no reference call" in skipped["compare"] and "no owners" in skipped["ownership"]
     assert guard.report.checks == ("allocations",)
+    assert guard.report.status == "partial" and not guard.report.ok
+    assert "NOT checked: compare, ownership, replay" in guard.report.headline()
 
 
 def test_two_foreign_buffers_are_a_buffer_drift():

@@ -102,7 +102,7 @@ def test_options_come_from_the_ini_file_and_the_command_line_wins(
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*graphcheck: 0 validations in 1 test, 0 findings*"])
     from_ini = json.loads((inner.path / "reports" / "from-ini.json").read_text())
-    assert from_ini["validations"] == []
+    assert from_ini["reports"] == []
     assert from_ini["device"] == "cpu"
 
     monkeypatch.setenv("EXPECTED_DEVICE", "cuda:7")
@@ -142,24 +142,24 @@ def test_guard_keeps_its_report(graphcheck):
 
 def test_fixture_passes_a_safe_producer_and_fails_an_unsafe_one(inner: pytest.Pytester):
     inner.makepyfile(test_fixture=FIXTURE_TESTS)
-    result = run_inner(inner, "--graphcheck-device", "cpu", "--graphcheck-report", "out/graphcheck.json", "-rP")
+    result = run_inner(inner, "--graphcheck-device", "cpu", "--graphcheck-report", "out/graphcheck.json", "-rfP")
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(
         [
             "*_ test_unsafe_producer_fails _*",
             "E *GraphCheckError: graphcheck: 1 finding in HostCounter.step on cpu*",
             "E *scalar-drift (1)*",
-            "*- graphcheck -*",
-            "[[]validate[]] graphcheck: 1 finding in HostCounter.step on cpu*",
-            "scalar-drift (1):*",
             # -rP shows the section of a passing test whose validation found something too.
             "*_ test_guard_keeps_its_report _*",
             "*- graphcheck -*",
             "[[]guard[]] graphcheck: 1 finding in ArrayFromNumpyPerCall.step on cpu*",
             "*graphcheck: 3 validations in 3 tests, 2 findings (per-call-allocation: 1, scalar-drift: 1)",
             "graphcheck: JSON report written to *graphcheck.json",
+            "FAILED test_fixture.py::test_unsafe_producer_fails - graphcheck: 1 finding*",
         ]
     )
+    # The failure shows the report: no graphcheck section repeats it.
+    assert result.stdout.str().count("scalar-drift (1)") == 1
 
     written = json.loads((inner.path / "out" / "graphcheck.json").read_text())
     assert written["totals"] == {
@@ -169,15 +169,16 @@ def test_fixture_passes_a_safe_producer_and_fails_an_unsafe_one(inner: pytest.Py
         "allowed": 0,
         "kinds": {"per-call-allocation": 1, "scalar-drift": 1},
     }
-    by_test = {v["nodeid"].split("::")[-1]: v for v in written["validations"]}
-    assert {name: (v["source"], v["report"]["ok"]) for name, v in by_test.items()} == {
+    assert written["schema"] == "graphcheck.report/1" and written["status"] == "failed"
+    by_test = {v["nodeid"].split("::")[-1]: v for v in written["reports"]}
+    assert {name: (v["source"], v["ok"]) for name, v in by_test.items()} == {
         "test_safe_producer_passes": ("validate", True),
         "test_unsafe_producer_fails": ("validate", False),
         "test_guard_keeps_its_report": ("guard", False),
     }
-    (drift,) = by_test["test_unsafe_producer_fails"]["report"]["findings"]
+    (drift,) = by_test["test_unsafe_producer_fails"]["findings"]
     assert drift["kind"] == "scalar-drift"
-    assert by_test["test_unsafe_producer_fails"]["report"]["device"] == "cpu"
+    assert by_test["test_unsafe_producer_fails"]["device"] == "cpu"
 
 
 # -- the marker ---------------------------------------------------------------------------
@@ -251,18 +252,17 @@ def test_unknown_kind_fails():
 
 def test_marker_guards_every_capture_of_the_test(inner: pytest.Pytester):
     inner.makepyfile(test_marker=MARKER_TESTS)
-    result = run_inner(inner, "--strict-markers", "--graphcheck-report", "marker.json")
+    result = run_inner(inner, "--strict-markers", "--graphcheck-report", "marker.json", "-rf")
     result.assert_outcomes(passed=5, failed=3)
     failed = {line.split("::")[1].split(" ")[0] for line in result.stdout.lines if line.startswith("FAILED ")}
     assert failed == {"test_per_call_allocation_fails", "test_own_exception_propagates", "test_unknown_kind_fails"}
     result.stdout.fnmatch_lines(
         [
             "*_ test_per_call_allocation_fails _*",
+            "graphcheck: 1 capture guarded, 1 finding",
+            "graphcheck: NOT checked: compare: no reference call*",
             "graphcheck: 1 finding in capture at test_marker.py:* on cpu*",
             "per-call-allocation (1):*",
-            "graphcheck: 1 capture guarded, 1 finding",
-            "*- graphcheck -*",
-            "[[]marker[]] graphcheck: 1 finding in capture at test_marker.py:*",
             "*_ test_own_exception_propagates _*",
             "*KeyError*the test's own error*",
             "*_ test_unknown_kind_fails _*",
@@ -271,7 +271,7 @@ def test_marker_guards_every_capture_of_the_test(inner: pytest.Pytester):
     )
     written = json.loads((inner.path / "marker.json").read_text())
     by_test: dict[str, list[dict]] = {}
-    for validation in written["validations"]:
+    for validation in written["reports"]:
         by_test.setdefault(validation["nodeid"].split("::")[-1], []).append(validation)
     assert sorted(by_test) == [
         "test_allowed_kind_passes",
@@ -280,9 +280,13 @@ def test_marker_guards_every_capture_of_the_test(inner: pytest.Pytester):
         "test_safe_capture_passes",
     ]
     (allowed,) = by_test["test_allowed_kind_passes"]
-    assert allowed["report"]["ok"] and [f["kind"] for f in allowed["report"]["suppressed"]] == ["per-call-allocation"]
+    assert allowed["status"] == "partial", "no reference call: compare did not run"
+    assert [f["kind"] for f in allowed["suppressed"]] == ["per-call-allocation"]
     (failed,) = by_test["test_per_call_allocation_fails"]
-    assert failed["source"] == "marker" and [f["kind"] for f in failed["report"]["findings"]] == ["per-call-allocation"]
+    assert failed["source"] == "marker" and [f["kind"] for f in failed["findings"]] == ["per-call-allocation"]
+    # Printed once: the failure holds the report, no graphcheck section repeats it.
+    assert result.stdout.str().count("per-call-allocation (1)") == 1
+    result.stdout.fnmatch_lines(["FAILED test_marker.py::test_per_call_allocation_fails - graphcheck: 1 capture*"])
     assert written["totals"]["allowed"] == 1
 
 
@@ -317,3 +321,110 @@ def test_no_graphcheck_disables_the_plugin_its_entry_point_loads(
     disabled = inner.runpytest_subprocess(*pytester_args, "-p", "no:graphcheck")
     disabled.assert_outcomes(errors=1)
     disabled.stdout.fnmatch_lines(["*fixture 'graphcheck' not found*"])
+
+
+# -- honest verdicts and CI surfaces (issue 13) ---------------------------------------------
+
+SURFACE_TESTS = """
+from tests import producers as P
+
+
+def test_unsafe(graphcheck):
+    producer = P.HostCounter("cpu")
+    graphcheck.validate(producer.step, owners=(producer,))
+
+
+def test_safe(graphcheck):
+    producer = P.DeviceCounter("cpu")
+    graphcheck.validate(producer.step, owners=(producer,))
+"""
+
+
+def test_header_junit_properties_and_the_json_envelope(inner: pytest.Pytester):
+    from tests.test_report import validate_document
+
+    inner.makepyfile(test_surface=SURFACE_TESTS)
+    result = run_inner(inner, "--graphcheck-device", "cpu", "--junitxml", "junit.xml", "--graphcheck-report", "r.json")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["graphcheck *, warp *, device: cpu, checking: on"])
+    import xml.etree.ElementTree as ET
+
+    cases = {case.get("name"): case for case in ET.parse(inner.path / "junit.xml").iter("testcase")}
+    unsafe = [(p.get("name"), p.get("value")) for p in cases["test_unsafe"].iter("property")]
+    assert unsafe[0][0] == "graphcheck.validate" and unsafe[0][1].startswith("failed: graphcheck: 1 finding")
+    assert unsafe[1][0] == "graphcheck.finding" and unsafe[1][1].startswith("scalar-drift: ")
+    safe = [(p.get("name"), p.get("value")) for p in cases["test_safe"].iter("property")]
+    (prop,) = safe
+    assert prop[0] == "graphcheck.validate" and prop[1].startswith(
+        "passed: graphcheck: DeviceCounter.step is replay-safe"
+    )
+    document = json.loads((inner.path / "r.json").read_text())
+    validate_document(document)
+    assert document["command"] == "pytest" and document["status"] == "failed" and document["totals"]["tests"] == 2
+
+
+def test_disabled_checking_says_not_checked(inner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
+    from tests.test_report import validate_document
+
+    monkeypatch.setenv("GRAPHCHECK_DISABLE", "yes")
+    inner.makepyfile(test_surface=SURFACE_TESTS)
+    result = run_inner(inner, "--graphcheck-report", "r.json")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "graphcheck *, device: Warp's default device, checking: OFF (GRAPHCHECK_DISABLE is set)",
+            "graphcheck: NOT checked: GRAPHCHECK_DISABLE is set, 2 validations in 2 tests ran unchecked",
+        ]
+    )
+    document = json.loads((inner.path / "r.json").read_text())
+    validate_document(document)
+    assert document["status"] == "not-checked" and document["checking"] is False
+
+
+def test_pyproject_settings_reach_the_fixture_and_the_marker(inner: pytest.Pytester):
+    inner.makefile(
+        ".toml", pyproject='[tool.graphcheck]\nallow = ["scalar-drift", "per-call-allocation"]\ndevice = "cpu"\n'
+    )
+    inner.makepyfile(
+        test_settings="""
+        import pytest
+        import warp as wp
+        from tests import producers as P
+
+        def test_allowed_by_the_project(graphcheck):
+            assert graphcheck.device == "cpu"
+            producer = P.HostCounter("cpu")
+            checked = graphcheck.validate(producer.step, owners=(producer,))
+            assert [f.kind for f in checked.report.suppressed] == ["scalar-drift"]
+
+        @pytest.mark.graphcheck
+        def test_marker_allowed_by_the_project():
+            producer = P.ZerosPerCall("cpu")
+            with wp.ScopedCapture(device="cpu"):
+                producer.step()
+        """
+    )
+    run_inner(inner).assert_outcomes(passed=2)
+    inner.makefile(".toml", pyproject='[tool.graphcheck]\non_failure = "rise"\n')
+    bad = run_inner(inner)
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*graphcheck: *[[]tool.graphcheck[]]: on_failure must be one of*(did you mean 'raise'?)"])
+
+
+def test_marker_reference_call_compares_the_block_with_an_eager_run(inner: pytest.Pytester):
+    inner.makepyfile(
+        test_reference="""
+        import pytest
+        import warp as wp
+        from tests import producers as P
+
+        @pytest.mark.graphcheck(reference_call=True)
+        def test_counter():
+            producer = P.HostCounter("cpu")
+            with wp.ScopedCapture(device="cpu"):
+                producer.step()
+        """
+    )
+    result = run_inner(inner, "-rf")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*scalar-drift (1)*"])

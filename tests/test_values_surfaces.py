@@ -42,7 +42,8 @@ def test_check_values_finds_the_divergence_the_structure_misses(factories):
     assert "replay-divergence (1)" in result.stdout and "producer.a after step 2" in result.stdout
     as_json = graphcheck("check", "valuefactories:overloads", "--values", "--json", "--steps", "2", cwd=factories)
     document = json.loads(as_json.stdout)
-    assert [f["kind"] for f in document["findings"]] == ["replay-divergence"]
+    (report,) = document["reports"]
+    assert [f["kind"] for f in report["findings"]] == ["replay-divergence"] and report["source"] == "values"
     allowed = graphcheck("check", "valuefactories:overloads", "--values", "--allow", "replay-divergence", cwd=factories)
     assert allowed.returncode == 0, allowed.stdout + allowed.stderr
 
@@ -86,6 +87,6 @@ def test_fixture_methods_keep_their_reports(inner: pytest.Pytester):  # noqa: F8
     result = run_inner(inner, "--graphcheck-device", "cpu", "--graphcheck-report", "out.json")
     result.assert_outcomes(passed=2)
     written = json.loads((inner.path / "out.json").read_text())
-    sources = [v["source"] for v in written["validations"]]
+    sources = [v["source"] for v in written["reports"]]
     assert sources == ["verify_replay", "verify_replay", "check_producer", "check_producer"]
     assert written["totals"]["kinds"] == {"replay-divergence": 1, "shared-buffer": 1}
