@@ -1985,6 +1985,59 @@ class CopyWindow(Base):
 judge("buffer-drift")(CopyWindow)
 
 
+class Sequences(Base):
+    how = "values_within_call"
+
+    def step(self):
+        frame, d, how = self.tick(), self.device, self.how
+        if how == "values_within_call":
+            for i in range(3):  # different values from launch to launch, the same every call
+                wp.launch(K.axpy, dim=N, inputs=[self.v, self.x, float(i)], device=d)
+        elif how == "values_shift":
+            for i in range(3):
+                wp.launch(K.axpy, dim=N, inputs=[self.v, self.x, float(i + frame)], device=d)
+        elif how == "extra_first":
+            if frame == 2:
+                wp.launch(K.axpy, dim=N, inputs=[self.v, self.x, 0.0], device=d)
+            for i in range(1, 3):
+                wp.launch(K.axpy, dim=N, inputs=[self.v, self.x, float(i)], device=d)
+        elif how == "extra_and_drift":
+            if frame == 2:
+                wp.launch(K.add_one, dim=N, inputs=[self.y], device=d)
+            wp.launch(K.axpy, dim=N, inputs=[self.v, self.x, 1.0], device=d)
+            wp.launch(K.damp, dim=N, inputs=[self.v, 1.0 - 0.01 * frame], device=d)
+
+
+variant("Seq_values_within_call", Sequences, how="values_within_call")
+variant("Seq_values_shift", Sequences, how="values_shift", expect=[("scalar-drift", "alpha")])
+variant("Seq_extra_first", Sequences, how="extra_first", expect=["launch-sequence-drift"])
+variant(
+    "Seq_extra_and_drift",
+    Sequences,
+    how="extra_and_drift",
+    expect=["launch-sequence-drift", ("scalar-drift", "factor")],
+)
+
+
+class NothingToCapture(Base):
+    how = "nothing"
+
+    def step(self):
+        self.tick()
+        if self.how == "alloc_only":
+            self.scratch = wp.zeros(N, dtype=float, device=self.device)
+
+
+variant("Nothing_host_only", NothingToCapture, how="nothing")
+variant("Nothing_alloc_only", NothingToCapture, how="alloc_only")
+
+
+def test_a_capture_that_recorded_nothing_is_noted():
+    p = NothingToCapture(DEVICE)
+    report = gc.capture(p.step, device=DEVICE, owners=(p,), on_failure="ignore").report
+    assert not report.findings and any("no operation" in note for note in report.notes), str(report)
+
+
 # -- the tests ------------------------------------------------------------------------------------
 
 
