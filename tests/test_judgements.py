@@ -1131,6 +1131,13 @@ class Temporaries(Base):
                 _KEEP_ALIVE.append(t)  # never two at one address: the verdict must not depend on the allocator
             wp.launch(K.square, dim=N, inputs=[self.v, t], device=d)
             wp.launch(K.axpy, dim=N, inputs=[t, self.x, 1.0], device=d)
+        elif how == "kept_in_struct_field":
+            # A device temporary kept by the owner through a struct field.
+            self.params.scratch = wp.full(N, 0.5, dtype=float, device=d)
+            wp.launch(K.with_struct, dim=N, inputs=[self.x, self.params], device=d)
+        elif how == "indices_cloned":
+            idx = wp.clone(self.ints)  # indices made on the device in the call
+            wp.launch(J.add_indexed, dim=N, inputs=[wp.indexedarray(self.x, [idx])], device=d)
         elif how == "kept_zeros_then_filled":
             self.scratch = wp.zeros(N, dtype=float, device=d)
             wp.launch(K.square, dim=N, inputs=[self.v, self.scratch], device=d)
@@ -1139,7 +1146,8 @@ class Temporaries(Base):
 
 STRICT_PCA = "per-call-allocation"
 for _how in ("loop", "vec3_2d", "struct_array", "scan_out", "sort_temps", "struct_field_temp", "taped_temp",
-             "copy_between_temps", "constructor_shape", "kept_zeros_then_filled"):  # fmt: skip
+             "copy_between_temps", "constructor_shape", "kept_zeros_then_filled", "kept_in_struct_field",
+             "indices_cloned"):  # fmt: skip
     variant(f"Temp_{_how}", Temporaries, how=_how, strict=STRICT_PCA)
 D11 = "D11: temporaries are numbered by allocation order: an unused extra one at the same line shifts the one used"
 variant(
