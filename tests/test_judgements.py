@@ -234,9 +234,25 @@ class HostScalar(Base):
         wp.launch(M.value_arg, dim=1, inputs=[self.out, _host_value(self.dtype, frame)], device=self.device)
 
 
+class HostScalarCommand(HostScalar):
+    """The same value through a recorded wp.Launch whose parameter is set every call."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        value = _host_value(self.dtype, 1)
+        self.cmd = wp.launch(M.value_arg, dim=1, inputs=[self.out, value], device=device, record_cmd=True)
+
+    def step(self):
+        frame = self.tick() if self.counter else 1
+        self.cmd.set_param_by_name("v", _host_value(self.dtype, frame))
+        self.cmd.launch()
+
+
 for _name, _dtype in M.VALUE_TYPES.items():
     variant(f"HostCounter_{_name}", HostScalar, expect=[("scalar-drift", "v")], dtype=_dtype)
     variant(f"Constant_{_name}", HostScalar, dtype=_dtype, counter=False)
+    variant(f"CmdCounter_{_name}", HostScalarCommand, expect=[("scalar-drift", "v")], dtype=_dtype)
+    variant(f"CmdConstant_{_name}", HostScalarCommand, dtype=_dtype, counter=False)
 
 
 class PythonScalarCounter(Base):
