@@ -1649,6 +1649,7 @@ class Packing(Base):
 
     def __init__(self, device):
         super().__init__(device)
+        self.vecs = wp.zeros(N, dtype=wp.vec3, device=device)
         self.out = wp.zeros(1, dtype=float, device=device)
         self.params = K.Params()
         self.params.scratch = wp.zeros(N, dtype=float, device=device)
@@ -1668,6 +1669,14 @@ class Packing(Base):
             wp.launch(K.axpy, dim=N, inputs=[self.v, self.x, alpha], device=d)
         elif how == "fill_numpy_vs_python":
             self.x.fill_(np.float32(0.5) if frame % 2 else 0.5)
+        elif how == "vec_minus_zero":
+            value = wp.vec3(1.0, -0.0 if frame % 2 == 0 else 0.0, 2.0)  # a kernel can see the sign
+            wp.launch(J.add_vec, dim=N, inputs=[self.vecs, value], device=d)
+        elif how == "vec_nan":
+            wp.launch(J.add_vec, dim=N, inputs=[self.vecs, wp.vec3(1.0, float("nan"), 2.0)], device=d)
+        elif how == "nan_sign":
+            value = float("nan") if frame % 2 else -float("nan")
+            wp.launch(K.nan_scale, dim=N, inputs=[self.x, value], device=d)
         elif how == "int_as_float":
             wp.launch(K.axpy, dim=N, inputs=[self.v, self.x, 2 if frame % 2 else 2.0], device=d)
 
@@ -1675,6 +1684,11 @@ class Packing(Base):
 for _how in ("float32_rounding", "float16_rounding", "struct_field_rounding", "numpy_vs_python",
              "fill_numpy_vs_python", "int_as_float"):  # fmt: skip
     variant(f"Packed_{_how}", Packing, how=_how)
+
+
+variant("Packed_vec_nan", Packing, how="vec_nan")
+variant("Packed_nan_sign", Packing, how="nan_sign")
+variant("Packed_vec_minus_zero", Packing, how="vec_minus_zero", expect=[("scalar-drift", "v")])
 
 
 class FirstCallOnly(Base):
