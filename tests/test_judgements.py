@@ -1424,6 +1424,16 @@ class KeptTempDropped(Base):
 judge(replay="none")(KeptTempDropped)
 
 
+class KeptTempReplaced(KeptTempDropped):
+    """The same temporary replaced by a new owned array after the capture: the graph keeps its own."""
+
+    def after_capture(self):
+        self.scratch = wp.zeros(N, dtype=float, device=self.device)
+
+
+judge(replay="none")(KeptTempReplaced)
+
+
 class NativeDrifts(Natives):
     def step(self):
         frame = self.tick()
