@@ -2086,6 +2086,40 @@ def test_a_capture_that_recorded_nothing_is_noted():
     assert not report.findings and any("no operation" in note for note in report.notes), str(report)
 
 
+class Sparse(Base):
+    """warp.sparse: a block-sparse matrix the producer owns, multiplied in the call."""
+
+    how = "same"
+
+    def __init__(self, device):
+        super().__init__(device)
+        import warp.sparse as sparse
+
+        self.sparse = sparse
+        rows = wp.array(np.array([0, 1, 2, 3], dtype=np.int32), device=device)
+        cols = wp.array(np.array([1, 2, 3, 0], dtype=np.int32), device=device)
+        self.A = sparse.bsr_from_triplets(4, 4, rows, cols, wp.array(np.ones(4, dtype=np.float32), device=device))
+        self.u = wp.ones(4, dtype=float, device=device)
+        self.u2 = wp.full(4, 2.0, dtype=float, device=device)
+        self.w = wp.zeros(4, dtype=float, device=device)
+
+    def step(self):
+        frame = self.tick()
+        u = self.u2 if self.how == "swap" and frame % 2 == 0 else self.u
+        alpha = float(frame) if self.how == "alpha" else 1.0
+        self.sparse.bsr_mv(self.A, u, self.w, alpha=alpha, beta=0.0)
+
+    def after_capture(self):
+        if self.how == "values_replaced":
+            self.A.values = wp.full(4, 3.0, dtype=float, device=self.device)
+
+
+variant("Sparse_mv_same", Sparse, how="same", strict="none")
+variant("Sparse_mv_swap", Sparse, how="swap", expect=[("buffer-drift", "x")])
+variant("Sparse_mv_alpha", Sparse, how="alpha", expect=[("scalar-drift", "alpha")])
+variant("Sparse_values_replaced", Sparse, how="values_replaced", replay=("stale-pointer", None))
+
+
 # -- the tests ------------------------------------------------------------------------------------
 
 
