@@ -2234,6 +2234,10 @@ def test_capture_verdict(cls):
     p = cls(DEVICE)
     checked = gc.capture(p.step, device=DEVICE, owners=(p,), on_failure="ignore")
     _assert_verdict(checked.report, cls.expect)
+    for finding in checked.report.findings:
+        # Every finding points at the user's line (not Warp's) and says what to do.
+        assert finding.site is not None and finding.site.filename.endswith("test_judgements.py"), finding
+        assert finding.fix, finding
 
 
 @pytest.mark.parametrize("cls", CAPTURED)
