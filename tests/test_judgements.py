@@ -481,6 +481,7 @@ class Copies(Base):
         self.big = wp.zeros(4 * N, dtype=float, device=device)
         self.grid = wp.ones((4, 4), dtype=float, device=device)
         self.kept_np = np.ones(N, dtype=np.float32)
+        self.kept_np64 = np.ones(N, dtype=np.float64)
 
     def step(self):
         frame = self.tick() if self.counter else 1
@@ -500,6 +501,8 @@ class Copies(Base):
             self.x.assign(self.v)
         elif op == "assign_kept_numpy":
             self.x.assign(self.kept_np)
+        elif op == "assign_converted":
+            self.x.assign(self.kept_np64)  # float64 into float32: converted into a host temporary
         elif op == "assign_temp_numpy":
             self.x.assign(np.full(N, float(frame), dtype=np.float32))
         elif op == "clone":
@@ -541,6 +544,7 @@ for _op, _verdict in {
     "copy_src_offset": {"expect": ["copy-drift"]},
     "copy_swap": {"expect": ["buffer-drift"]},
     "assign_temp_numpy": {"expect": ["per-call-allocation"]},
+    "assign_converted": {"expect": ["per-call-allocation"]},
     "copy_from_host_temp": {"expect": ["per-call-allocation"]},
 }.items():
     variant(f"Copy_{_op}_drifts", Copies, op=_op, counter=True, **_verdict)
@@ -608,6 +612,7 @@ class Allocs(Base):
         super().__init__(device)
         # Host staging memory the producer keeps (filled outside the step, so replay reads it too).
         self.staging = np.full(N, 0.25, dtype=np.float32)
+        self.staging64 = np.full(N, 0.25, dtype=np.float64)
 
     def make(self, frame):
         d, op = self.device, self.op
@@ -651,6 +656,10 @@ class Allocs(Base):
             return wp.full_like(self.x, float(frame))
         if op == "clone_swap":
             return wp.clone(self.v if frame % 2 else self.y)
+        if op == "owned_numpy_converted":
+            # The producer's float64 staging array converted to float32: Warp copies it into a
+            # host temporary that dies with the call, whatever copy=False asks.
+            return wp.array(self.staging64, dtype=float, device=d, copy=False)
         if op == "assign_numpy_into_temp":
             t = wp.empty(N, dtype=float, device=d)
             t.assign(np.full(N, float(frame), dtype=np.float32))
@@ -668,7 +677,7 @@ for _op in ("zeros", "empty", "full", "ones", "zeros_like", "empty_like", "full_
 variant("Alloc_full_like_drifts", Allocs, op="full_like_drifts", expect=["copy-drift"])
 variant("Alloc_clone_swap", Allocs, op="clone_swap", expect=[("buffer-drift", "src")])
 variant("Alloc_owned_staging_wrapped", Allocs, op="owned_staging_wrapped", strict="none")
-for _op in ("array_numpy", "array_list", "from_numpy", "assign_numpy_into_temp"):
+for _op in ("array_numpy", "array_list", "from_numpy", "assign_numpy_into_temp", "owned_numpy_converted"):
     variant(f"Alloc_{_op}", Allocs, op=_op, expect=["per-call-allocation"])
 
 
