@@ -2145,6 +2145,48 @@ variant("Sparse_mv_alpha", Sparse, how="alpha", expect=[("scalar-drift", "alpha"
 variant("Sparse_values_replaced", Sparse, how="values_replaced", replay=("stale-pointer", None))
 
 
+class _State:
+    def __init__(self, device):
+        self.q = wp.zeros(N, dtype=float, device=device)
+        self.qd = wp.full(N, 0.5, dtype=float, device=device)
+
+
+class StateSwap(Base):
+    """Newton-style state objects swapped after each substep."""
+
+    substeps = 2
+    how = "objects"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.state_0, self.state_1 = _State(device), _State(device)
+        self.states = [self.state_0.q, self.state_1.q]
+        self.index = 0
+
+    def step(self):
+        d = self.device
+        for _ in range(self.substeps):
+            if self.how == "objects":
+                wp.launch(K.scale, dim=N, inputs=[self.state_1.q, self.state_0.q, 1.0, 1], device=d)
+                wp.launch(K.copy_kernel, dim=N, inputs=[self.state_0.qd, self.state_1.qd], device=d)
+                self.state_0, self.state_1 = self.state_1, self.state_0
+            else:
+                src, dst = self.states[self.index], self.states[1 - self.index]
+                wp.launch(K.scale, dim=N, inputs=[dst, src, 1.0, 1], device=d)
+                self.index = 1 - self.index
+
+
+variant("StateSwap_even_substeps", StateSwap, substeps=2)
+variant(
+    "StateSwap_odd_substeps",
+    StateSwap,
+    substeps=3,
+    expect=[("buffer-drift", "a"), ("buffer-drift", "b"), ("buffer-drift", "src"), ("buffer-drift", "dst")],
+)
+variant("StateIndex_even_substeps", StateSwap, substeps=2, how="index")
+variant("StateIndex_odd_substeps", StateSwap, substeps=1, how="index", expect=[("buffer-drift", "a")])
+
+
 # -- the tests ------------------------------------------------------------------------------------
 
 
