@@ -41,7 +41,7 @@ def warp(session: nox.Session, warp: str) -> None:
 def lint(session: nox.Session) -> None:
     """Lint with ruff and type-check with mypy."""
     session.install("-e", ".[test]", "ruff>=0.6", "mypy>=1.10")  # pytest types the plugin
-    paths = ("graphcheck", "tests", "tests_gpu", "tests_clients", "benchmarks", "examples", "noxfile.py")
+    paths = ("graphcheck", "tests", "tests_gpu", "tests_clients", "tests_warp", "benchmarks", "examples", "noxfile.py")
     session.run("ruff", "check", *paths)
     session.run("ruff", "format", "--check", "graphcheck")
     session.run("mypy")
@@ -52,6 +52,13 @@ def bench(session: nox.Session) -> None:
     """Run the benchmarks: ratios against bare Warp, and the bars from SPEC.md."""
     session.install("-e", ".")
     session.run("python", "-m", "benchmarks.run", *session.posargs)
+
+
+@nox.session
+def warp_suite(session: nox.Session) -> None:
+    """Run a CPU subset of Warp's own test suite untraced and traced: every outcome must match."""
+    session.install("-e", ".")
+    session.run("python", "-m", "tests_warp.warp_suite", *session.posargs)
 
 
 @nox.session

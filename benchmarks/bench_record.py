@@ -1,10 +1,13 @@
-"""Recording benchmarks (issue: launch recorder), as ratios against bare Warp.
+"""Recording benchmarks (issue: launch recorder; issue 15), as ratios against bare Warp.
 
-- recording: a bare CPU ``wp.launch`` of a 4-argument kernel, against the same launch
-  recorded by ``gc.trace_launches``, one trace per 2000 launches whose hooks go in and
-  out with it (bar: at most +10%); the same with the trace's records released inside the
-  timing too (``with_release``); and against the same launch after a trace has come and
-  gone (idle: indistinguishable from bare);
+- recording (the headline): a bare CPU ``wp.launch`` of a 4-argument kernel over 64
+  elements, against the same launch recorded by ``gc.trace_launches``, one trace per
+  2000 launches whose hooks go in and out with it, the garbage collector on (bar: at
+  most +10%); and against the same launch after a trace has come and gone (idle:
+  indistinguishable from bare);
+- long_trace: the same, while the records of a trace growing to 50k and 1M launches are
+  kept: the cost per launch must stay flat in the trace's length;
+- trace_memory: bytes a trace keeps per recorded launch;
 - locate: ``BufferSet.locate`` at 100k buffers with nested ranges, added in random
   order, against a bare ``bisect`` on a sorted list of starts (bar: at most 4x);
 - diff: two recorded 100k-operation traces (bar: under 1 s);
@@ -14,17 +17,21 @@
 from __future__ import annotations
 
 import bisect
+import gc as python_gc
 import random
+import statistics
 import time
+import tracemalloc
 from typing import Any
 
 import warp as wp
 
 import graphcheck as gc
 
-from ._timing import interleaved, seconds
+from ._timing import paired, seconds
 
 DEVICE = "cpu"
+SIZE = 64  # elements: a light launch, whose cost is mostly Warp's Python
 
 
 @wp.kernel
@@ -33,38 +40,33 @@ def four_args(a: wp.array(dtype=float), b: wp.array(dtype=float), s: float, n: i
     a[i] = b[i] * s + float(n)
 
 
-def bench_recording(rounds: int = 15, calls: int = 2000) -> dict[str, Any]:
-    a = wp.zeros(16, dtype=float, device=DEVICE)
-    b = wp.ones(16, dtype=float, device=DEVICE)
-    kept: list[gc.LaunchTrace] = []
+def _launches(calls: int) -> Any:
+    a = wp.zeros(SIZE, dtype=float, device=DEVICE)
+    b = wp.ones(SIZE, dtype=float, device=DEVICE)
 
     def bare() -> None:
         for _ in range(calls):
-            wp.launch(four_args, 16, inputs=[a, b, 2.0, 3], device=DEVICE)
+            wp.launch(four_args, SIZE, inputs=[a, b, 2.0, 3], device=DEVICE)
+
+    return bare
+
+
+def bench_recording(rounds: int = 40, calls: int = 2000) -> dict[str, Any]:
+    """The headline: recording a light launch, one trace per ``calls`` launches (its hooks
+    go in and out with it, as in real use), the garbage collector on."""
+    bare = _launches(calls)
+    kept: list[gc.LaunchTrace] = []
 
     def recorded() -> None:
-        # One trace per round: its hooks go in and out with it, as in real use. The trace
-        # is kept past the timing and released between rounds.
         with gc.trace_launches() as trace:
             bare()
-        kept.append(trace)
-
-    def recorded_and_released() -> None:
-        with gc.trace_launches():
-            bare()
+        kept.append(trace)  # released after the round, outside the timing
 
     def idle() -> None:
-        # graphcheck imported and used before; no trace active now.
-        bare()
+        bare()  # graphcheck imported and used before; no trace active now
 
-    times = interleaved(
-        {"bare": bare, "recorded": recorded, "released": recorded_and_released, "idle": idle},
-        rounds=rounds,
-        calls=1,
-        warmup=2,
-        between=kept.clear,
-    )
-    per_launch = {name: t / calls for name, t in times.items()}
+    figures = paired({"bare": bare, "recorded": recorded, "idle": idle}, rounds=rounds, calls=calls,
+                     between=kept.clear)  # fmt: skip
 
     def enter_exit() -> None:
         with gc.trace_launches():
@@ -72,13 +74,82 @@ def bench_recording(rounds: int = 15, calls: int = 2000) -> dict[str, Any]:
 
     enter_exit_us = seconds(lambda: [enter_exit() for _ in range(100)]) / 100 * 1e6
     return {
+        "launches_per_trace": calls,
+        "bare_us": round(figures["bare"][0], 2),
+        "recording_added_us": round(figures["recorded"][2], 2),
+        "recording_ratio": round(figures["recorded"][1], 3),
+        "idle_added_us": round(figures["idle"][2], 2),
+        "idle_ratio": round(figures["idle"][1], 3),
         "trace_enter_exit_us": round(enter_exit_us, 1),
-        "bare_us": round(per_launch["bare"], 2),
-        "recorded_us": round(per_launch["recorded"], 2),
-        "idle_us": round(per_launch["idle"], 2),
-        "recording_ratio": round(per_launch["recorded"] / per_launch["bare"], 3),
-        "recording_with_release_ratio": round(per_launch["released"] / per_launch["bare"], 3),
-        "idle_ratio": round(per_launch["idle"] / per_launch["bare"], 3),
+    }
+
+
+def bench_long_trace(
+    lengths: tuple[int, ...] = (2_000, 50_000, 1_000_000), chunk: int = 1000, steady: int = 30
+) -> dict[str, Any]:
+    """Per-launch cost of recording while the records of ``length`` launches are kept.
+
+    Rounds alternate a chunk of bare launches and a chunk recorded by a trace that is
+    kept, so the kept records grow to the length; then ``steady`` more rounds keep them at
+    the length (the oldest trace is dropped as a new one comes). The garbage collector is
+    on, as in a program. The figures are medians over those steady rounds, each recorded
+    chunk against the bare chunk just before it.
+    """
+    bare = _launches(chunk)
+    out: dict[str, Any] = {"chunk": chunk}
+    for length in lengths:
+        kept: list[gc.LaunchTrace] = []
+
+        def recorded(kept: list[gc.LaunchTrace] = kept, length: int = length) -> None:
+            with gc.trace_launches() as trace:
+                bare()
+            kept.append(trace)
+            if len(kept) * chunk > max(length, chunk):
+                del kept[0]
+
+        pairs = []
+        for _ in range(max(length // chunk, 1) + steady):
+            start = time.thread_time_ns()
+            bare()
+            middle = time.thread_time_ns()
+            recorded()
+            end = time.thread_time_ns()
+            pairs.append(((end - middle) / chunk / 1000, (middle - start) / chunk / 1000))
+        pairs = pairs[-steady:]
+        assert sum(len(t._items) for t in kept) == max(length, chunk)
+        name = f"{length // 1000}k" if length < 1_000_000 else f"{length // 1_000_000}M"
+        out[f"bare_us_{name}"] = round(statistics.median(b for _, b in pairs), 2)
+        out[f"recording_added_us_{name}"] = round(statistics.median(r - b for r, b in pairs), 2)
+        out[f"recording_ratio_{name}"] = round(statistics.median(r / b for r, b in pairs), 3)
+        kept.clear()
+        python_gc.collect()
+    return out
+
+
+def bench_trace_memory(launches: int = 20_000) -> dict[str, Any]:
+    """Bytes a trace keeps per recorded launch (Python allocations, by tracemalloc)."""
+    bare = _launches(launches)
+    bare()  # warm: Warp's own caches
+    with gc.trace_launches():
+        bare()
+    python_gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        with gc.trace_launches() as trace:
+            bare()
+        python_gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - before
+        records = trace.records  # materialised: what a reader of every record holds
+        python_gc.collect()
+        read = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(records) == launches
+    return {
+        "launches": launches,
+        "bytes_per_launch_kept": round(kept / launches),
+        "bytes_per_launch_after_reading": round(read / launches),
     }
 
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import operator
 import sys
+import threading
 from collections.abc import Callable
 from types import CodeType
 from typing import Any
@@ -22,7 +24,17 @@ from typing import Any
 from . import _warp
 from .nodes import CaptureSpan
 from .params import ArrayRef
-from .record import Allocation, CapturedParams, HostSync, LaunchRecord, LaunchTrace, site_of
+from .record import (
+    Allocation,
+    CapturedParams,
+    HostSync,
+    LaunchRecord,
+    LaunchTrace,
+    ended,
+    hold,
+    hold_param_sizes,
+    site_of,
+)
 
 # One process-wide order for operations and allocations (next() on a count is atomic).
 _sequence = itertools.count(1)
@@ -32,7 +44,7 @@ _LAUNCH = _warp.LAUNCH
 _REPLAY = _warp.REPLAY
 
 # id(code) -> (code, kind): keyed by id because hashing a code object hashes its contents
-# (slow on a hot path); the entry holds the code object, so its id is never reused.
+# (slow on a hot path); the code object is held (record.hold), so its id is never reused.
 _code_kinds: dict[int, tuple[CodeType, int]] = {}
 _code_kind = _warp.code_kind
 
@@ -40,19 +52,22 @@ _code_kind = _warp.code_kind
 def _kind(code: CodeType) -> int:
     entry = _code_kinds.get(id(code))
     if entry is None:
-        entry = _code_kinds[id(code)] = (code, _code_kind(code))
+        entry = _code_kinds[hold(code)] = (code, _code_kind(code))
     return entry[1]
 
 
-# kernel -> indices of the parameters to copy at launch time (see _warp.snapshot_plan).
-_forward_plans: dict[Any, tuple[int, ...]] = {}
-_backward_plans: dict[Any, tuple[int, ...]] = {}
+# kernel -> (id of the held kernel, bytes of its parameter block): an eager CPU launch's
+# parameters are kept as one bytes object, split by the sizes held for the kernel.
+_forward_blocks: dict[Any, tuple[int, int]] = {}
+_backward_blocks: dict[Any, tuple[int, int]] = {}
 
 
-def _plan(kernel: Any, adjoint: bool) -> tuple[int, ...]:
-    plan = _warp.snapshot_plan(kernel, adjoint)
-    (_backward_plans if adjoint else _forward_plans)[kernel] = plan
-    return plan
+def _block(kernel: Any, adjoint: bool, params: Any) -> tuple[int, int]:
+    sizes = tuple(ctypes.sizeof(p) for p in params)
+    block = (hold(kernel), sum(sizes))
+    hold_param_sizes(kernel, adjoint, sizes)
+    (_backward_blocks if adjoint else _forward_blocks)[kernel] = block
+    return block
 
 
 def _caller(frame: Any, via: str) -> tuple[CodeType | None, int, str, bool]:
@@ -106,17 +121,21 @@ def _array_ref(arr: Any) -> ArrayRef:
 
 
 class Session:
-    """What one context is recording: its active traces and the call in progress."""
+    """What one context records in one thread: its active traces and the call in progress.
+
+    A session belongs to the thread that made it; a thread that finds another thread's
+    session in its context (``asyncio.to_thread`` copies the context) makes its own for
+    the same traces (:meth:`rebind`), so the per-call state below is never shared.
+    """
 
     __slots__ = (
-        "allocations_seen", "appends", "bodies", "conditional_depth", "conditionals", "in_memset", "pending",
+        "allocations_seen", "bodies", "conditional_depth", "conditionals", "in_memset", "pending", "thread",
         "traces", "uploading",
     )  # fmt: skip
 
     def __init__(self, traces: tuple[LaunchTrace, ...]) -> None:
         self.traces = traces
-        # Where the hot path puts a user's launch in every trace (no internal filtering).
-        self.appends = tuple(trace._items.append for trace in traces)
+        self.thread = threading.get_ident()
         self.pending: Any = None
         self.in_memset = False
         self.allocations_seen = 0
@@ -125,7 +144,15 @@ class Session:
         self.conditionals: list[LaunchRecord] = []  # the wp.capture_if / capture_while calls in progress
         self.bodies: list[tuple[int, str, int]] = []  # the conditional bodies running: see _body
 
+    def rebind(self) -> Session:
+        """This context's session for the calling thread, made and made current now."""
+        session = Session(tuple(t for t in self.traces if t.recording))
+        _warp.ACTIVE.set(session)
+        return session
+
     # -- delivery -------------------------------------------------------------------------
+    # Only to traces still recording: an ended trace's `_append` drops what it is given
+    # (a task spawned inside a trace, or a thread, may outlive it).
 
     def _emit(self, record: LaunchRecord) -> None:
         if self.conditional_depth:
@@ -133,7 +160,7 @@ class Session:
         internal = record.internal
         for trace in self.traces:
             if not internal or trace.include_warp:
-                trace._items.append(record)
+                trace._append(record)
 
     def retract(self, record: LaunchRecord) -> None:
         """Take back a record: the operation failed, so Warp enqueued nothing."""
@@ -145,11 +172,18 @@ class Session:
                     trace._materialized = min(trace._materialized, i)
                     break
 
+    def finish(self, record: LaunchRecord, returned: bool) -> None:
+        """After Warp's function for ``record`` returned (or raised: nothing was enqueued)."""
+        if returned:
+            self.after_cuda_op(record, record.stream)
+        else:
+            self.retract(record)
+
     # -- kernel launches ------------------------------------------------------------------
 
     def on_cpu_launch(self, kernel: Any, params: Any, adjoint: bool, blocks: bool) -> None:
         """``invoke`` / ``invoke_cpu_blocks``: an eager CPU launch the hook's fast path did
-        not take (see :func:`_cpu_invoke_hook`), and Warp's parameter objects."""
+        not take (see :func:`make_cpu_invoke_hook`), and Warp's parameter objects."""
         frozen = list(params)
         if self.pending is not None:
             # A wp.Launch command owns its parameter objects and may change them later.
@@ -168,10 +202,10 @@ class Session:
                 # argument structs for this launch alone: keep them, split them when read.
                 adj = getattr(adj_ref, "_obj", None)
                 captured = CapturedParams(bounds_ref._obj, args_ref._obj, adj)
-                raw = (kernel, adj is not None, captured, pending[7], code, frame.f_lasti, next(_sequence),
+                raw = (hold(kernel), adj is not None, captured, pending[7], id(code), frame.f_lasti, next(_sequence),
                        pending[8])  # fmt: skip
-                for append in self.appends:
-                    append(raw)
+                for trace in self.traces:
+                    trace._append(raw)
                 return
         structs = CapturedParams(bounds_ref._obj, getattr(args_ref, "_obj", None), getattr(adj_ref, "_obj", None))
         self._record_launch(None, list(structs.split()), adj_ref is not None, "cpu", None, None, None)
@@ -318,16 +352,20 @@ class Session:
 
     # -- copies, memsets, native helpers --------------------------------------------------
 
-    def on_copy(self, original: Callable[..., Any], intent: tuple[Any, ...], args: tuple[Any, ...], frame: Any) -> Any:
+    def on_copy(self, intent: tuple[Any, ...], frame: Any) -> LaunchRecord | None:
+        """``wp.copy``, before Warp copies: the record, delivered; None when Warp will raise
+        its own error for these arguments (graphcheck never raises in their place)."""
         dest, src, dest_offset, src_offset, count, stream = intent
         if not (_warp.is_array(dest) and _warp.is_array(src)):
-            return original(*args)  # Warp raises its own error
+            return None
         try:
-            count = int(count or 0) or int(src.size)
-        except (TypeError, ValueError):
-            return original(*args)
-        if count <= 0:
-            return original(*args)
+            # As Warp reads them (operator.index), so a bad value fails in Warp, unchanged.
+            dest_offset, src_offset = operator.index(dest_offset), operator.index(src_offset)
+            count = operator.index(count) or int(src.size)
+        except Exception:
+            return None
+        if count <= 0 or dest_offset < 0 or src_offset < 0:
+            return None
         handle = _warp.stream_handle(stream)
         if handle is None:
             handle = _warp.device_stream_handle(dest.device) or _warp.device_stream_handle(src.device)
@@ -335,15 +373,16 @@ class Session:
         args_map = {
             "dest": _array_ref(dest),
             "src": _array_ref(src),
-            "dest_offset": int(dest_offset or 0),
-            "src_offset": int(src_offset or 0),
+            "dest_offset": dest_offset,
+            "src_offset": src_offset,
             "count": count,
         }
         record = LaunchRecord(
             "copy", "wp.copy", False, None, args_map, str(dest.device), 0, 0, handle,
             code, lasti, via, internal, next(_sequence), False, None, (count,),
         )  # fmt: skip
-        return self._run(record, original, args, {}, handle)
+        self._emit(record)
+        return record
 
     def on_memset(self, original: Callable[..., Any], name: str, arr: Any, args: Any, kwargs: Any) -> Any:
         if self.in_memset or not getattr(arr, "size", 0):
@@ -404,7 +443,8 @@ class Session:
         code, lasti, _, _ = _caller(sys._getframe(2), what)
         event = HostSync(what, site_of(code, lasti), next(_sequence))
         for trace in self.traces:
-            trace.host_syncs.append(event)
+            if trace.recording:
+                trace.host_syncs.append(event)
 
     # -- allocations ----------------------------------------------------------------------
 
@@ -424,7 +464,8 @@ class Session:
             _warp.dtype_name(arr),
         )  # fmt: skip
         for trace in self.traces:
-            trace.allocations.append(allocation)
+            if trace.recording:
+                trace.allocations.append(allocation)
 
 
 # The parameters of wp.capture_if / capture_while that take a body, in order.
@@ -460,65 +501,117 @@ def _body(session: Session, seq: int, branch: str, body: Any) -> Any:
     return run
 
 
-def _cpu_invoke_hook(original: Callable[..., Any], blocks: bool) -> Callable[..., Any]:
+def make_cpu_invoke_hook(original: Callable[..., Any], blocks: bool) -> Callable[..., Any]:
     """The hook for Warp's CPU ``invoke`` (``invoke_cpu_blocks`` when ``blocks``).
 
     Every eager CPU launch passes here while a trace is active, so the commonest case (a
     ``wp.launch`` called from user code) is recorded right here, without a call:
     :meth:`Session.on_cpu_launch` does the rest (replays, launches Warp makes itself,
     bodies of conditionals, the first launch from a place not yet classified).
+
+    The record is a tuple of the kernel's and the caller's ids, the parameter block as one
+    ``bytes``, and numbers: nothing the cyclic garbage collector traverses once it has
+    seen the tuple, so a long trace does not slow every collection down.
     """
     active = _warp.ACTIVE
+    ident = threading.get_ident
+    join = b"".join
+    forward, backward = _forward_blocks, _backward_blocks
 
     def hook(kernel: Any, hooks: Any, params: Any, adjoint: bool) -> Any:
         session = active.get()
         if session is not None:
+            # Only Warp's woven launch and replay call invoke, and they made this context's
+            # session this thread's own before setting its pending call.
             pending = session.pending
             if pending is not None and pending[0] is _LAUNCH and not blocks and not session.conditional_depth:
                 frame = pending[1]
                 code = frame.f_code
                 entry = _code_kinds.get(id(code))
-                if entry is not None and entry[1] == 0:
-                    # Warp built scalars and descriptors afresh for this launch; copy only
-                    # what the caller still holds and may change (vectors, matrices,
-                    # structs). The trace turns the tuple into a LaunchRecord when read.
-                    plan = (_backward_plans if adjoint else _forward_plans).get(kernel)
-                    if plan is None:
-                        plan = _plan(kernel, adjoint)
-                    kept = params
-                    if plan:
-                        kept = list(params)
-                        for i in plan:
-                            kept[i] = bytes(kept[i])
-                    raw = (kernel, adjoint, kept, pending[7], code, frame.f_lasti, next(_sequence))
-                    for append in session.appends:
-                        append(raw)
-                    return original(kernel, hooks, params, adjoint)
+                if (entry[1] if entry is not None else _kind(code)) == 0:
+                    block = (backward if adjoint else forward).get(kernel)
+                    try:
+                        if block is None:
+                            block = _block(kernel, adjoint, params)
+                        kept: Any = join(params)
+                    except TypeError:  # not a ctypes parameter: the general path's business
+                        pass
+                    else:
+                        if len(kept) != block[1]:
+                            kept = tuple([bytes(p) for p in params])
+                        raw = (block[0], adjoint, kept, pending[7], id(code), frame.f_lasti, next(_sequence))
+                        for trace in session.traces:
+                            trace._append(raw)
+                        return original(kernel, hooks, params, adjoint)
+            if session.thread != ident():
+                session = session.rebind()
             session.on_cpu_launch(kernel, params, adjoint, blocks)
         return original(kernel, hooks, params, adjoint)
 
     return hook
 
 
+_warp.cpu_invoke_hook_factory = make_cpu_invoke_hook
+
+
+# -- Starting and stopping ----------------------------------------------------------------
+#
+# The hooks are in while any trace records anywhere in the process. Each trace says
+# whether it records (one attribute, set in one step); `settle` makes the hooks agree
+# with the traces that do. Settling is idempotent, so a start or stop an interrupt cut
+# short is completed by the next one, and a trace that ended is never delivered to.
+
+_lock = threading.Lock()
+_recording: set[LaunchTrace] = set()
+
+
+def settle() -> None:
+    """Install the hooks if a trace records, remove them if none does."""
+    with _lock:
+        for trace in [t for t in _recording if not t.recording]:
+            _recording.discard(trace)
+        if _recording:
+            _warp.HOOKS.install()
+            return
+        try:
+            _warp.HOOKS.remove()
+        except BaseException:
+            _warp.HOOKS.remove()  # an interrupt cut the removal short: finish it, then let it through
+            raise
+
+
 def start(trace: LaunchTrace) -> Any:
-    """Make ``trace`` record in the current context; returns the token for :func:`stop`."""
-    _warp.acquire(_cpu_invoke_hook)
+    """Make ``trace`` record in the current context; returns the token :func:`stop` needs."""
+    trace._append = trace._items.append
     try:
+        with _lock:
+            _recording.add(trace)
+        settle()
         current = _warp.ACTIVE.get()
-        traces = (*current.traces, trace) if current is not None else (trace,)
-        return _warp.ACTIVE.set(Session(traces))
+        outer = tuple(t for t in current.traces if t.recording) if current is not None else ()
+        return _warp.ACTIVE.set(Session((*outer, trace)))
     except BaseException:
-        _warp.release()
+        trace._append = ended
+        settle()
         raise
 
 
-def stop(token: Any) -> None:
+def stop(trace: LaunchTrace, token: Any) -> None:
     """Undo :func:`start`; removes the hooks when no trace is left anywhere."""
+    trace._append = ended  # first: from here on nothing reaches the trace
     try:
-        _warp.ACTIVE.reset(token)
-    except ValueError:
-        # The trace ends in another context than it started in (an async generator
-        # finalised elsewhere): end recording here without touching that context.
-        _warp.ACTIVE.set(None)
+        if _warp.checkpoint is not None:
+            _warp.checkpoint("stop: trace ended")
+        if token is not None:
+            try:
+                _warp.ACTIVE.reset(token)
+            except (ValueError, RuntimeError):
+                # The trace ends in another context than it started in (an async generator
+                # finalised elsewhere): keep what else records here.
+                current = _warp.ACTIVE.get()
+                outer = tuple(t for t in current.traces if t.recording) if current is not None else ()
+                _warp.ACTIVE.set(Session(outer) if outer else None)
+        if _warp.checkpoint is not None:
+            _warp.checkpoint("stop: context reset")
     finally:
-        _warp.release()
+        settle()

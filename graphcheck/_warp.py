@@ -19,12 +19,15 @@ removed when the last one ends: while nothing is recorded, Warp runs untouched.
 The interposition points (Warp 1.15 to 1.19; what differs: see ``WARP_INTERNALS``):
 
 ============================  ====================================================
-``context.launch``            code object swapped in place, so ``wp.launch``,
-                              ``launch_tiled``, adjoint copies and a ``launch``
-                              bound early by ``from warp import launch`` all pass
-``context.copy``              same, for ``wp.copy``, ``array.assign``, ``clone``
-                              and the second copy Warp makes for gradients
-``Launch.launch``             class attribute: ``wp.Launch`` replays
+``context.launch``            woven: the function's code object is replaced by
+                              Warp's own source compiled again with a prologue and
+                              an epilogue, so ``wp.launch``, ``launch_tiled``,
+                              adjoint copies and a ``launch`` bound early by
+                              ``from warp import launch`` all pass, and no
+                              graphcheck frame stands between the caller and Warp
+``context.copy``              woven, the same way: ``wp.copy``, ``array.assign``,
+                              ``clone`` and the second copy Warp makes for gradients
+``Launch.launch``             woven: ``wp.Launch`` replays
 ``context.invoke``            module globals: the CPU launch, with the exact
 ``invoke_cpu_blocks``         parameter objects Warp passes (the second: 1.18+)
 ``core.wp_cpu_launch_kernel`` ctypes attribute: CPU launches inside a capture
@@ -33,8 +36,10 @@ The interposition points (Warp 1.15 to 1.19; what differs: see ``WARP_INTERNALS`
 ``capture_if``                module attributes (also ``wp.``): conditional
 ``capture_while``             graphs, their bodies' operations marked nested
 ``context.capture_resume``    module global: the body graphs those two capture into
-``array._init_new``           class attributes: allocations, arrays made from data
-``_init_from_data``
+``array.numpy``               readbacks and synchronisations (class and module
+``synchronize*``              attributes): a CPU capture runs them, a CUDA one cannot
+``array._init_new``           woven: allocations, arrays made from data (Warp's
+``_init_from_data``           allocation tracker names the first frame outside Warp)
 ``core.wp_<native helper>``   ctypes attributes: sort, scan, reductions, hash grid,
                               BVH and mesh builds, recorded as opaque operations
 ============================  ====================================================
@@ -289,267 +294,389 @@ def cpu_graph_replays(label: str, version: str = WARP_VERSION) -> bool:
 # Sessions: who records in this context
 # --------------------------------------------------------------------------------------
 
-#: The recording session of the current context (thread or task), or None.
+#: The recording session of the current context (thread or task), or None. A session is
+#: used by one thread only: a thread that inherits another's context (``asyncio.to_thread``)
+#: gets its own (:func:`current_session`), so a call in progress is never another thread's.
 ACTIVE: contextvars.ContextVar[Any] = contextvars.ContextVar("graphcheck_session", default=None)
 
 LAUNCH, REPLAY = "launch", "replay"
 
+_get_ident = threading.get_ident
+
+
+def current_session() -> Any:
+    """The recording session of the current context and thread, or None."""
+    session = ACTIVE.get()
+    if session is not None and session.thread != _get_ident():
+        session = session.rebind()
+    return session
+
 
 # --------------------------------------------------------------------------------------
-# Hooks
+# Hooks: how they go in and out
 # --------------------------------------------------------------------------------------
+#
+# Every change graphcheck makes to Warp is a _Patch: an attribute of a module, class or
+# ctypes library set to a hook, or a function's code object set to a woven copy of its
+# own source. One object, HOOKS, owns them all and undoes them in one loop. Setting
+# either way is idempotent (a patch knows Warp's original by name and never wraps
+# whatever happens to be there), so an interrupt at any step leaves a state the next
+# install or removal completes, and installing twice is the same as installing once.
+#
+# A hook stays callable after it is removed: a thread still inside one forwards to Warp,
+# whose original it holds for good; a woven function's globals (the few `_graphcheck_*`
+# names in Warp's module) stay too, inert, for a thread still running its old code.
 
-_lock = threading.Lock()
-_users = 0
-_restore: list[Callable[[], None]] = []
-_orig: dict[Any, Any] = {}
-
-
-def _swap_code(name: str, hook: Callable[..., Any] | None, intent: tuple[str, ...]) -> Callable[..., Any]:
-    """Route calls of Warp's function ``name`` through graphcheck while a session records.
-
-    The function's code object is replaced in place, which also reaches callers that
-    bound it early (``from warp import launch``). The new code has the function's exact
-    parameters (its defaults stay on the function object and still apply), checks the
-    current session itself, and otherwise forwards positionally to a copy of the
-    original: no argument repacking, no extra frame when nothing records.
-
-    With a ``hook``, a recording call becomes ``hook(session, intent, *arguments)``.
-    Without, the call itself marks the session's pending call as
-    ``(LAUNCH, caller frame, *intent)`` while the original runs: the native hooks below
-    pick it up.
-
-    Returns:
-        The copy of the original function.
-    """
-    fn = getattr(_context, name)
-    tag = f"_graphcheck_{name}"
-    code = fn.__code__
-    # Installing happens at every outermost trace: build the trampoline once per function.
-    cached = _trampolines.get((name, code))
-    if cached is None:
-        cached = _trampolines[(name, code)] = _build_trampoline(fn, name, tag, hook is not None, intent)
-    trampoline, original = cached
-    injected = {
-        f"{tag}_active": ACTIVE,
-        f"{tag}_original": original,
-        f"{tag}_hook": hook,
-        f"{tag}_kind": LAUNCH,
-        f"{tag}_getframe": sys._getframe,
-    }
-    fn.__globals__.update(injected)
-    fn.__code__ = trampoline
-
-    def restore() -> None:
-        fn.__code__ = code
-        for key in injected:
-            fn.__globals__.pop(key, None)
-
-    _restore.append(restore)
-    return original
+#: Test hook: called with each patch's label before each step of an install or removal,
+#: to inject an interrupt there. None in normal use.
+checkpoint: Callable[[str], None] | None = None
 
 
-_trampolines: dict[tuple[str, types.CodeType], tuple[types.CodeType, Callable[..., Any]]] = {}
+class _Patch:
+    """One attribute of Warp set to a hook; ``original`` is Warp's own value."""
+
+    __slots__ = ("label", "name", "original", "owner", "replacement")
+
+    def __init__(self, label: str, owner: Any, name: str, replacement: Any) -> None:
+        self.label = label
+        self.owner = owner
+        self.name = name
+        self.original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+        self.replacement = replacement
+
+    def apply(self) -> None:
+        setattr(self.owner, self.name, self.replacement)
+
+    def undo(self) -> None:
+        setattr(self.owner, self.name, self.original)
+
+    def in_place(self) -> bool:
+        owner, name = self.owner, self.name
+        current = owner.__dict__.get(name) if isinstance(owner, type) else getattr(owner, name, None)
+        return current is self.replacement
 
 
-def _build_trampoline(
-    fn: Any, name: str, tag: str, with_hook: bool, intent: tuple[str, ...]
-) -> tuple[types.CodeType, Callable[..., Any]]:
-    original = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
-    original.__kwdefaults__ = fn.__kwdefaults__
-    names = [p.name for p in inspect.signature(fn).parameters.values()]
-    args = ", ".join(names)
-    head = (
-        f"def {name}({args}):\n"
-        f"    session = {tag}_active.get()\n"
-        f"    if session is None:\n"
-        f"        return {tag}_original({args})\n"
-    )
-    if with_hook:
-        body = f"    return {tag}_hook(session, ({', '.join(intent)},), {args})\n"
-    else:
-        body = (
-            f"    session.pending = ({tag}_kind, {tag}_getframe(1), {', '.join(intent)})\n"
-            "    try:\n"
-            f"        return {tag}_original({args})\n"
-            "    finally:\n"
-            "        session.pending = None\n"
-        )
-    namespace: dict[str, Any] = {}
-    exec(compile(head + body, f"<graphcheck trampoline for {name}>", "exec"), {}, namespace)
-    return namespace[name].__code__, original
+class Hooks:
+    """Every hook graphcheck puts into Warp, installed and removed as one."""
+
+    def __init__(self) -> None:
+        self._patches: list[_Patch] | None = None
+        # "out", "in", or "partial" while (or after an interrupted) install or removal.
+        self.state = "out"
+
+    def install(self) -> None:
+        """Put every hook in place (nothing happens when they already are)."""
+        if self.state == "in":
+            return
+        check_warp()
+        patches = self._plan()
+        self.state = "partial"
+        for patch in patches:
+            if checkpoint is not None:
+                checkpoint(f"install {patch.label}")
+            patch.apply()
+        self.state = "in"
+
+    def remove(self) -> None:
+        """Put Warp's own back everywhere (nothing happens when nothing is installed)."""
+        if self.state == "out":
+            return
+        self.state = "partial"
+        for patch in reversed(self._patches or ()):
+            if checkpoint is not None:
+                checkpoint(f"remove {patch.label}")
+            patch.undo()
+        self.state = "out"
+
+    def left_behind(self) -> list[str]:
+        """Labels of the hooks in place right now."""
+        return [p.label for p in self._patches or () if p.in_place()]
+
+    def _plan(self) -> list[_Patch]:
+        if self._patches is None:
+            self._patches = _plan_patches()
+        return self._patches
 
 
-def _set_attr(owner: Any, name: str, value: Any) -> Any:
-    original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
-    setattr(owner, name, value)
-    _restore.append(lambda: setattr(owner, name, original))
-    return original
-
-
-def acquire(cpu_invoke: Callable[[Callable[..., Any], bool], Callable[..., Any]]) -> None:
-    """Install the hooks (first user) or count one more user.
-
-    Args:
-        cpu_invoke: makes the hook for Warp's CPU ``invoke`` from the original and whether
-            it is ``invoke_cpu_blocks``; the recording session supplies it, with its fast
-            path built in, since every eager CPU launch passes there.
-    """
-    global _users
-    with _lock:
-        if _users == 0:
-            check_warp()
-            try:
-                _install(cpu_invoke)
-            except BaseException:
-                _uninstall()
-                raise
-        _users += 1
-
-
-def release() -> None:
-    """Count one user less; remove every hook when the last one leaves."""
-    global _users
-    with _lock:
-        _users -= 1
-        if _users == 0:
-            _uninstall()
+HOOKS = Hooks()
 
 
 def hooks_installed() -> bool:
     """Whether any graphcheck hook is in place right now."""
-    return bool(_restore)
+    return HOOKS.state != "out" or bool(HOOKS.left_behind())
 
 
-def _uninstall() -> None:
-    while _restore:
-        _restore.pop()()
-    _orig.clear()
-
-
-def _install(cpu_invoke: Callable[[Callable[..., Any], bool], Callable[..., Any]]) -> None:
+def _plan_patches() -> list[_Patch]:
     core = _runtime().core
+    patches: list[_Patch] = []
 
-    # Kernel launches: the Python entry points, for what the user asked.
-    _orig["launch"] = _swap_code("launch", None, _LAUNCH_INTENT)
-    _orig["replay"] = _set_attr(_context.Launch, "launch", _replay_hook)
+    def attr(label: str, owner: Any, name: str, hook: Any) -> None:
+        patches.append(_Patch(label, owner, name, hook))
+
+    def weave(label: str, fn: Any, prologue: str, on_error: str, finally_: str) -> None:
+        patches.append(_Patch(label, fn, "__code__", _weave(fn, prologue, on_error, finally_)))
+
+    for name, value in _WOVEN_GLOBALS.items():  # stay in place for good (see above)
+        _context.__dict__[name] = value
+        _types.__dict__[name] = value
+
+    # Kernel launches: the Python entry points, for what the user asked. Woven, so that
+    # Warp sees the caller it sees without graphcheck (the Tape's caller metadata, the
+    # stack level of its warnings) and `from warp import launch` is reached too.
+    weave("wp.launch", _context.launch, _LAUNCH_PROLOGUE, "", _PENDING_EPILOGUE)
+    weave("wp.Launch.launch", _context.Launch.launch, _REPLAY_PROLOGUE, "", _PENDING_EPILOGUE)
 
     # Kernel launches: where the parameter block leaves Python.
+    cpu_invoke = cpu_invoke_hook_factory
+    assert cpu_invoke is not None, "graphcheck._session supplies the CPU invoke hook"
     for name, blocks in _CPU_INVOKERS:
-        _set_attr(_context, name, cpu_invoke(getattr(_context, name), blocks))
-    _orig["cpu_launch"] = _set_attr(core, "wp_cpu_launch_kernel", _cpu_capture_launch_hook)
-    _orig["cuda_launch"] = _set_attr(core, "wp_cuda_launch_kernel", _cuda_launch_hook)
+        attr(name, _context, name, cpu_invoke(getattr(_context, name), blocks))
+    attr("wp_cpu_launch_kernel", core, "wp_cpu_launch_kernel", _make_cpu_capture_launch_hook(core.wp_cpu_launch_kernel))
+    attr("wp_cuda_launch_kernel", core, "wp_cuda_launch_kernel", _make_cuda_launch_hook(core.wp_cuda_launch_kernel))
 
-    # Copies, memsets, fills.
-    _orig["copy"] = _swap_code("copy", _copy_hook, _COPY_INTENT)
+    # Copies (woven: Warp names the copy's caller in its write-after-read warning), memsets, fills.
+    weave("wp.copy", _context.copy, _op_prologue("copy", _COPY_INTENT), _OP_ON_ERROR, _OP_EPILOGUE)
     for cls in (_types.array, _types.noncontiguous_array_base):
         for method in ("zero_", "fill_"):
-            _orig[(cls, method)] = _set_attr(cls, method, _memset_hooks[(cls, method)])
+            original = cls.__dict__[method]
+            attr(f"{cls.__name__}.{method}", cls, method, _make_memset_hook(method, original))
 
     # Conditional graphs: their bodies run as often as the data says when eager.
     for name in ("capture_if", "capture_while"):
         original = getattr(_context, name)
         conditional = _make_conditional_hook(name, original)
-        _set_attr(_context, name, conditional)
+        attr(name, _context, name, conditional)
         if getattr(wp, name, None) is original:
-            _set_attr(wp, name, conditional)
-    _orig["capture_resume"] = _set_attr(_context, "capture_resume", _capture_resume_hook)
+            attr(f"wp.{name}", wp, name, conditional)
+    attr("capture_resume", _context, "capture_resume", _make_capture_resume_hook(_context.capture_resume))
 
     # Readbacks and synchronisation: a CPU capture runs them, a CUDA capture cannot.
     for cls, method in ((_types.array, "numpy"), (_types.noncontiguous_array_base, "numpy")):
-        _set_attr(cls, method, _host_sync_hook(f"array.{method}()", vars(cls)[method]))
+        attr(f"{cls.__name__}.{method}", cls, method, _host_sync_hook(f"array.{method}()", vars(cls)[method]))
     for name in _SYNCHRONIZE:
         original = getattr(_context, name)
         synchronize = _host_sync_hook(f"wp.{name}()", original)
-        _set_attr(_context, name, synchronize)
+        attr(name, _context, name, synchronize)
         if getattr(wp, name, None) is original:
-            _set_attr(wp, name, synchronize)
+            attr(f"wp.{name}", wp, name, synchronize)
 
-    # Allocations.
-    _orig["init_new"] = _set_attr(_types.array, "_init_new", _init_new_hook)
-    _orig["init_from_data"] = _set_attr(_types.array, "_init_from_data", _init_from_data_hook)
+    # Allocations (woven: Warp's allocation tracker names the first frame outside Warp).
+    init_new, init_from_data = _types.array.__dict__["_init_new"], _types.array.__dict__["_init_from_data"]
+    weave("array._init_new", init_new, _op_prologue("init_new", ("self",)), _OP_ON_ERROR, _OP_EPILOGUE)
+    weave(
+        "array._init_from_data", init_from_data, _op_prologue("init_from_data", ("self",)), _OP_ON_ERROR, _OP_EPILOGUE
+    )
 
     # Warp's native helpers (sort, scan, reductions, spatial structures).
-    if not _native_names:
-        _native_names.extend((n, m["where"] == "device") for n in dir(core) if (m := _NATIVE_HELPER.match(n)))
-    for name, on_device in _native_names:
-        original = getattr(core, name)
-        hook = _native_hooks.get(id(original))
-        if hook is None or hook[0] is not original:
-            hook = _native_hooks[id(original)] = (original, _make_native_hook(name, original, on_device))
-        _set_attr(core, name, hook[1])
+    for name in dir(core):
+        match = _NATIVE_HELPER.match(name)
+        if match:
+            original = getattr(core, name)
+            attr(name, core, name, _make_native_hook(name, original, match["where"] == "device"))
+    return patches
 
 
-_native_names: list[tuple[str, bool]] = []
-_native_hooks: dict[int, tuple[Any, Callable[..., Any]]] = {}
+# -- Weaving: a Warp function's own source with a prologue and an epilogue ---------------------
+#
+# The woven function is Warp's function compiled again from Warp's own file, with its
+# filename and line numbers: tracebacks, warnings and every stack walk Warp makes see
+# the frames they see without graphcheck. Only the function's code object changes; its
+# defaults, globals and identity stay.
+
+_LAUNCH_PROLOGUE = """
+_graphcheck_session = _graphcheck_active.get()
+if _graphcheck_session is not None:
+    if _graphcheck_session.thread != _graphcheck_ident():
+        _graphcheck_session = _graphcheck_session.rebind()
+    _graphcheck_session.pending = (_graphcheck_launch, _graphcheck_getframe(1), {intent})
+""".format(intent=", ".join(_LAUNCH_INTENT))
+
+_REPLAY_PROLOGUE = """
+_graphcheck_session = _graphcheck_active.get()
+if _graphcheck_session is not None:
+    if _graphcheck_session.thread != _graphcheck_ident():
+        _graphcheck_session = _graphcheck_session.rebind()
+    _graphcheck_session.pending = (_graphcheck_replay, _graphcheck_getframe(1), self)
+"""
+
+# A pending call never nests (a launch or a replay issues no other), so ending one clears it.
+_PENDING_EPILOGUE = """
+if _graphcheck_session is not None:
+    _graphcheck_session.pending = None
+"""
 
 
+def _op_prologue(name: str, args: tuple[str, ...]) -> str:
+    # `_graphcheck_op` is None or a callable told whether Warp's function returned (True)
+    # or raised (False): a failed operation enqueued nothing.
+    return f"""
+_graphcheck_op = None
+if _graphcheck_active.get() is not None:
+    _graphcheck_op = _graphcheck_enter_{name}({", ".join(args)}, _graphcheck_getframe(1))
+"""
+
+
+_OP_ON_ERROR = """
+if _graphcheck_op is not None:
+    _graphcheck_op, _graphcheck_failed = None, _graphcheck_op
+    _graphcheck_failed(False)
+"""
+_OP_EPILOGUE = """
+if _graphcheck_op is not None:
+    _graphcheck_op(True)
+"""
+
+
+def _weave(fn: Any, prologue: str, on_error: str, epilogue: str) -> types.CodeType:
+    """``fn``'s code, recompiled from Warp's source as ``prologue; try: body except: on_error;
+    raise finally: epilogue``.
+
+    Raises:
+        UnsupportedWarpError: when the source is not available or the result would not be
+            the same function.
+    """
+    import ast
+
+    code = fn.__code__
+    try:
+        lines, first = inspect.getsourcelines(fn)
+    except (OSError, TypeError) as exc:
+        raise _fail(f"the source of warp {code.co_qualname} is not available ({exc})") from None
+    qualname = code.co_qualname.split(".")
+    # A method is compiled inside a class of its class's name, for private name mangling.
+    head = f"class {qualname[-2]}:\n" if len(qualname) == 2 else ""
+    if len(qualname) > 2 or (head and not lines[0].startswith("    ")) or (not head and lines[0][0].isspace()):
+        raise _fail(f"warp {code.co_qualname} is not a module function or a method")
+    tree = ast.parse(head + "".join(lines))
+    ast.increment_lineno(tree, first - 1 - bool(head))
+    node = tree.body[0].body[0] if head else tree.body[0]  # type: ignore[attr-defined]
+    if not isinstance(node, ast.FunctionDef) or node.name != code.co_name:
+        raise _fail(f"the source of warp {code.co_qualname} is not a plain function")
+    node.decorator_list = []
+    body = node.body
+    doc = body[:1] if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) else []
+
+    def statements(text: str) -> list[ast.stmt]:
+        parsed = ast.parse(text).body
+        for stmt in parsed:
+            for sub in ast.walk(stmt):
+                if hasattr(sub, "lineno"):
+                    sub.lineno = sub.end_lineno = node.lineno  # type: ignore[attr-defined]
+                    sub.col_offset = sub.end_col_offset = 0  # type: ignore[attr-defined]
+        return parsed
+
+    handlers = []
+    if on_error:
+        handler = statements("try:\n    pass\nexcept BaseException:\n    pass\n")[0].handlers  # type: ignore[attr-defined]
+        handler[0].body = [*statements(on_error), ast.Raise(lineno=node.lineno, col_offset=0)]
+        handlers = handler
+    guarded = ast.Try(body=body[len(doc):] or [ast.Pass()], handlers=handlers, orelse=[],
+                      finalbody=statements(epilogue))  # fmt: skip
+    guarded.lineno = guarded.end_lineno = node.lineno
+    guarded.col_offset = guarded.end_col_offset = 0
+    node.body = [*doc, *statements(prologue), guarded]
+    ast.fix_missing_locations(tree)
+    import __future__
+
+    compiled = compile(tree, code.co_filename, "exec", flags=__future__.annotations.compiler_flag, dont_inherit=True)
+    namespace: dict[str, Any] = {}
+    exec(compiled, fn.__globals__, namespace)
+    made = namespace[qualname[0]]
+    woven = (made.__dict__[code.co_name] if head else made).__code__
+    same = (
+        woven.co_argcount == code.co_argcount
+        and woven.co_posonlyargcount == code.co_posonlyargcount
+        and woven.co_kwonlyargcount == code.co_kwonlyargcount
+        and woven.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+        == code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+        and (woven.co_flags ^ code.co_flags) & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS) == 0
+        and woven.co_freevars == code.co_freevars
+        and set(code.co_names) <= set(woven.co_names)
+        and woven.co_qualname == code.co_qualname
+    )
+    if not same:
+        raise _fail(f"warp {code.co_qualname} compiled from its source is not the installed function")
+    return woven
+
+
+# --------------------------------------------------------------------------------------
+# Hooks: what they do
+# --------------------------------------------------------------------------------------
+#
 # The hook bodies stay small: while a trace is active every launch of the process passes
 # through them, and those of other threads and tasks leave after one ContextVar lookup.
 # A pending call is (LAUNCH, caller frame, *intent) or (REPLAY, caller frame, command),
 # the intent being _LAUNCH_INTENT's arguments; the frame is held only while the call runs.
-# Pending calls never nest (a launch or a replay issues no other), so ending one clears it.
+# Each hook holds Warp's original itself, so it forwards to Warp even after its removal.
 
 
-def _replay_hook(self: Any, stream: Any = None) -> Any:
-    session = ACTIVE.get()
-    if session is None:
-        return _orig["replay"](self, stream)
-    session.pending = (REPLAY, sys._getframe(1), self)
-    try:
-        return _orig["replay"](self, stream)
-    finally:
-        session.pending = None
+#: Makes the hook for Warp's CPU ``invoke`` from the original and whether it is
+#: ``invoke_cpu_blocks``. The session module supplies it (it holds the recording fast
+#: path, since every eager CPU launch passes there).
+cpu_invoke_hook_factory: Callable[[Callable[..., Any], bool], Callable[..., Any]] | None = None
 
 
-def _cpu_capture_launch_hook(func: Any, bounds_ref: Any, args_ref: Any, adj_ref: Any, info_ref: Any) -> Any:
-    session = ACTIVE.get()
-    if session is not None:
-        session.on_cpu_capture_launch(bounds_ref, args_ref, adj_ref)
-    return _orig["cpu_launch"](func, bounds_ref, args_ref, adj_ref, info_ref)
+def _make_cpu_capture_launch_hook(original: Any) -> Callable[..., Any]:
+    def wp_cpu_launch_kernel(func: Any, bounds_ref: Any, args_ref: Any, adj_ref: Any, info_ref: Any) -> Any:
+        session = current_session()
+        if session is not None:
+            session.on_cpu_capture_launch(bounds_ref, args_ref, adj_ref)
+        return original(func, bounds_ref, args_ref, adj_ref, info_ref)
+
+    return wp_cpu_launch_kernel
 
 
-def _cuda_launch_hook(
-    context: Any,
-    func: Any,
-    dim_size: int,
-    max_blocks: int,
-    block_dim: int,
-    grid_stride: int,
-    cluster_dim: int,
-    smem_bytes: int,
-    kernel_params: Any,
-    stream: Any,
-    apic_info: Any,
-) -> Any:
-    session = ACTIVE.get()
-    if session is None:
-        return _orig["cuda_launch"](
+def _make_cuda_launch_hook(original: Any) -> Callable[..., Any]:
+    def wp_cuda_launch_kernel(
+        context: Any,
+        func: Any,
+        dim_size: int,
+        max_blocks: int,
+        block_dim: int,
+        grid_stride: int,
+        cluster_dim: int,
+        smem_bytes: int,
+        kernel_params: Any,
+        stream: Any,
+        apic_info: Any,
+    ) -> Any:
+        session = current_session()
+        if session is None:
+            return original(
+                context, func, dim_size, max_blocks, block_dim, grid_stride, cluster_dim, smem_bytes,
+                kernel_params, stream, apic_info,
+            )  # fmt: skip
+        record = session.on_cuda_launch(
+            func, dim_size, max_blocks, block_dim, grid_stride, cluster_dim, smem_bytes, kernel_params, stream
+        )
+        failed = original(
             context, func, dim_size, max_blocks, block_dim, grid_stride, cluster_dim, smem_bytes,
             kernel_params, stream, apic_info,
         )  # fmt: skip
-    record = session.on_cuda_launch(
-        func, dim_size, max_blocks, block_dim, grid_stride, cluster_dim, smem_bytes, kernel_params, stream
-    )
-    failed = _orig["cuda_launch"](
-        context, func, dim_size, max_blocks, block_dim, grid_stride, cluster_dim, smem_bytes,
-        kernel_params, stream, apic_info,
-    )  # fmt: skip
-    if failed:
-        session.retract(record)  # Warp raises its own error; nothing was enqueued
-    else:
-        session.after_cuda_op(record, stream_handle(stream))
-    return failed
+        if failed:
+            session.retract(record)  # Warp raises its own error; nothing was enqueued
+        else:
+            session.after_cuda_op(record, stream_handle(stream))
+        return failed
+
+    return wp_cuda_launch_kernel
 
 
-def _copy_hook(session: Any, intent: tuple[Any, ...], *args: Any) -> Any:
-    return session.on_copy(_orig["copy"], intent, args, sys._getframe(2))
+def _enter_copy(
+    dest: Any, src: Any, dest_offset: Any, src_offset: Any, count: Any, stream: Any, frame: Any
+) -> Callable[[bool], None] | None:
+    session = current_session()
+    if session is None:
+        return None
+    record = session.on_copy((dest, src, dest_offset, src_offset, count, stream), frame)
+    if record is None:
+        return None
+    return lambda returned: session.finish(record, returned)
 
 
-def _make_memset_hook(cls: type, name: str) -> Callable[..., Any]:
+def _make_memset_hook(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     def hook(self: Any, *args: Any, **kwargs: Any) -> Any:
-        original = _orig[(cls, name)]
-        session = ACTIVE.get()
+        session = current_session()
         if session is None:
             return original(self, *args, **kwargs)
         return session.on_memset(original, name, self, args, kwargs)
@@ -558,36 +685,33 @@ def _make_memset_hook(cls: type, name: str) -> Callable[..., Any]:
     return hook
 
 
-_memset_hooks = {
-    (cls, method): _make_memset_hook(cls, method)
-    for cls in (_types.array, _types.noncontiguous_array_base)
-    for method in ("zero_", "fill_")
-}
-
-
-def _init_new_hook(self: Any, *args: Any, **kwargs: Any) -> Any:
-    result = _orig["init_new"](self, *args, **kwargs)
-    session = ACTIVE.get()
-    if session is not None:
-        session.on_alloc(self, "allocated")
-    return result
-
-
-def _init_from_data_hook(self: Any, *args: Any, **kwargs: Any) -> Any:
-    session = ACTIVE.get()
+def _enter_init_new(arr: Any, frame: Any) -> Callable[[bool], None] | None:
+    session = current_session()
     if session is None:
-        return _orig["init_from_data"](self, *args, **kwargs)
+        return None
+
+    def done(returned: bool) -> None:
+        if returned:
+            session.on_alloc(arr, "allocated")
+
+    return done
+
+
+def _enter_init_from_data(arr: Any, frame: Any) -> Callable[[bool], None] | None:
+    session = current_session()
+    if session is None:
+        return None
     before = session.allocations_seen
     session.uploading += 1  # what Warp allocates in here is filled from host data
-    try:
-        result = _orig["init_from_data"](self, *args, **kwargs)
-    finally:
+
+    def done(returned: bool) -> None:
         session.uploading -= 1
-    if session.allocations_seen == before:
-        # Warp wrapped the caller's host memory instead of allocating: still a buffer
-        # that exists only for this call.
-        session.on_alloc(self, "wrapped")
-    return result
+        if returned and session.allocations_seen == before:
+            # Warp wrapped the caller's host memory instead of allocating: still a buffer
+            # that exists only for this call.
+            session.on_alloc(arr, "wrapped")
+
+    return done
 
 
 _SYNCHRONIZE = ("synchronize", "synchronize_device", "synchronize_stream", "synchronize_event")
@@ -597,7 +721,7 @@ def _host_sync_hook(what: str, original: Callable[..., Any]) -> Callable[..., An
     """A readback or synchronisation: noted, then done as Warp does it."""
 
     def hook(*args: Any, **kwargs: Any) -> Any:
-        session = ACTIVE.get()
+        session = current_session()
         if session is not None:
             session.on_host_sync(what)
         return original(*args, **kwargs)
@@ -609,7 +733,7 @@ def _host_sync_hook(what: str, original: Callable[..., Any]) -> Callable[..., An
 
 def _make_conditional_hook(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     def hook(condition: Any, *args: Any, **kwargs: Any) -> Any:
-        session = ACTIVE.get()
+        session = current_session()
         if session is None:
             return original(condition, *args, **kwargs)
         return session.on_conditional(original, name, condition, args, kwargs)
@@ -619,27 +743,44 @@ def _make_conditional_hook(name: str, original: Callable[..., Any]) -> Callable[
     return hook
 
 
-def _capture_resume_hook(graph: Any, *args: Any, **kwargs: Any) -> Any:
-    # capture_if / capture_while resume the capture into each body graph: the session
-    # learns the bodies here, Graph branches and bodies without a recorded operation too.
-    result = _orig["capture_resume"](graph, *args, **kwargs)
-    session = ACTIVE.get()
-    if session is not None:
-        session.on_capture_resume(graph)
-    return result
+def _make_capture_resume_hook(original: Callable[..., Any]) -> Callable[..., Any]:
+    def capture_resume(graph: Any, *args: Any, **kwargs: Any) -> Any:
+        # capture_if / capture_while resume the capture into each body graph: the session
+        # learns the bodies here, Graph branches and bodies without a recorded operation too.
+        result = original(graph, *args, **kwargs)
+        session = current_session()
+        if session is not None:
+            session.on_capture_resume(graph)
+        return result
+
+    capture_resume.__doc__ = original.__doc__
+    return capture_resume
 
 
 def _make_native_hook(name: str, original: Any, on_device: bool) -> Callable[..., Any]:
     label = name[3:]
 
     def hook(*args: Any) -> Any:
-        session = ACTIVE.get()
+        session = current_session()
         if session is None:
             return original(*args)
         return session.on_native(original, label, on_device, args)
 
     hook.__name__ = name
     return hook
+
+
+#: What woven functions find in their module's globals.
+_WOVEN_GLOBALS: dict[str, Any] = {
+    "_graphcheck_active": ACTIVE,
+    "_graphcheck_ident": _get_ident,
+    "_graphcheck_getframe": sys._getframe,
+    "_graphcheck_launch": LAUNCH,
+    "_graphcheck_replay": REPLAY,
+    "_graphcheck_enter_copy": _enter_copy,
+    "_graphcheck_enter_init_new": _enter_init_new,
+    "_graphcheck_enter_init_from_data": _enter_init_from_data,
+}
 
 
 # --------------------------------------------------------------------------------------

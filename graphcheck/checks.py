@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from . import _warp
 from .compare import Difference, compare_traces, value_texts
 from .findings import Finding, make_finding
 from .params import Address, ArrayRef, Opaque
@@ -332,6 +333,34 @@ def ownership(captured: LaunchTrace, owned: BufferSet, held: dict[int, Allocatio
                 captured=ref if isinstance(ref, ArrayRef) else ptr,
                 values=values,
                 detail={"address": ptr, "bytes": address.nbytes},
+            )
+        )
+    return findings
+
+
+def cpu_dropped(captured: LaunchTrace) -> list[Finding]:
+    """On the CPU, native helpers this Warp's CPU graphs do not replay (``Mesh.refit()`` on
+    every release; ``array_sum``, ``HashGrid.build`` and BVH refits before 1.16): the
+    capture runs them once, and every replay keeps that one result. One finding per helper
+    and call site."""
+    findings = []
+    seen: set[tuple[str, Site]] = set()
+    for index, record in enumerate(captured.records):
+        if record.kind != "native" or _warp.cpu_graph_replays(record.kernel) or (record.kernel, record.site) in seen:
+            continue
+        seen.add((record.kernel, record.site))
+        findings.append(
+            make_finding(
+                "capture-error",
+                f"{record.kernel} inside the captured call",
+                kernel=record.kernel,
+                index=index,
+                site=record.site,
+                values=(
+                    f"warp-lang {_warp.WARP_VERSION}'s CPU graphs do not replay it: the capture ran it once and "
+                    "every replay keeps that result (a CUDA graph replays it)"
+                ),
+                fix="run it outside the captured call, before each replay, or capture on a CUDA device",
             )
         )
     return findings

@@ -112,8 +112,8 @@ def _problem(checked: CheckedGraph) -> Report | None:
     if checked.report.findings or checked.graph is None:
         return checked.report
     if checked.replay_check == "always" or (checked.replay_check == "first" and not checked._replay_checked):
-        replay = checked.check_replay(on_failure="ignore")
+        replay = checked._replay_report("ignore", 1)  # None: unchanged since a clean check
         checked._replay_checked = True
-        if replay.findings:
+        if replay is not None and replay.findings:
             return replay
     return None

@@ -25,6 +25,7 @@ from typing import Any
 
 from . import _warp, checks, crosscheck
 from ._cuda import GraphInspectError
+from ._owners_probe import OwnersProbe, Unsupported
 from .buffers import BufferSet, buffers_of
 from .config import disabled_by_environment
 from .fallback import Fallback, check_fallback, on_failure_with
@@ -200,8 +201,9 @@ class CheckedGraph:
         report: the verdict on the capture site.
         trace: the operations the captured call recorded (None with checking disabled).
         device: the capture device.
-        replay_check: when :meth:`launch` runs :meth:`check_replay`: ``"first"`` (the first
-            launch only), ``"always"`` or ``"never"``.
+        replay_check: when :meth:`launch` runs :meth:`check_replay`: ``"always"`` (every
+            launch; a full check only when the owners' baked arrays changed), ``"first"``
+            (the first launch only) or ``"never"``.
         graph_match: on CUDA, the graph's nodes matched to the trace (None when the
             graph was not read).
         fallback: what :meth:`launch` runs in place of a graph that fails its checks
@@ -239,6 +241,7 @@ class CheckedGraph:
         self._on_failure = on_failure
         self._enabled = enabled
         self._replay_checked = False
+        self._probe: OwnersProbe | None = None  # after a clean full replay check
 
     @property
     def ok(self) -> bool:
@@ -355,9 +358,32 @@ class CheckedGraph:
         if self._enabled and (
             self.replay_check == "always" or (self.replay_check == "first" and not self._replay_checked)
         ):
-            self.check_replay(_stacklevel=_stacklevel)
+            self._replay_report(None, _stacklevel)
             self._replay_checked = True
         _warp.capture_launch(self.graph, stream=stream)
+
+    def _replay_report(self, on_failure: str | None, stacklevel: int) -> Report | None:
+        """The replay check before a launch: None when nothing changed since a clean one.
+
+        The full check walks the owners; once it passed, a probe of the very arrays it
+        found answers "unchanged" in microseconds, and only a change walks again.
+        """
+        if self._probe is not None and self._probe.unchanged():
+            return None
+        report = self.check_replay(on_failure, _stacklevel=stacklevel + 1)
+        clean = "replay" in report.checks and not report.findings and not report.suppressed
+        self._probe = self._owners_probe() if clean else None
+        return report
+
+    def _owners_probe(self) -> OwnersProbe | None:
+        owners = self._owners
+        if not isinstance(owners, tuple):
+            return None  # a BufferSet: its check walks nothing
+        labels = [baked.label for baked in self._baked if baked.label is not None]
+        try:
+            return OwnersProbe(owners, labels, single=len(owners) == 1)
+        except Unsupported:
+            return None
 
     def _adopt(self, other: CheckedGraph) -> None:
         """Take over another capture's graph and verdict, keeping this site's settings (``"recapture"``)."""
@@ -391,8 +417,8 @@ class GraphGuard:
             (:class:`GraphCheckWarning`), ``"log"`` (a warning on the ``graphcheck``
             logger) or ``"ignore"`` (keep the report, do nothing).
         allow: finding kinds, or :class:`Allow` objects, to accept.
-        replay_check: when :meth:`launch` checks the baked addresses: ``"first"``,
-            ``"always"`` or ``"never"``.
+        replay_check: when :meth:`launch` checks the baked addresses: ``"always"``
+            (default), ``"first"`` or ``"never"``.
         revalidate: validate again a site that passed before in this process (by
             default, a second capture at the same place skips the reference call and
             the comparison).
@@ -423,7 +449,7 @@ class GraphGuard:
         *,
         on_failure: str = "raise",
         allow: Iterable[Allow | str] | Allow | str | None = None,
-        replay_check: str = "first",
+        replay_check: str = "always",
         revalidate: bool = False,
         allow_foreign_nodes: bool = False,
         strict_ownership: bool = False,
@@ -627,7 +653,7 @@ class GraphGuard:
         ran.append("allocations")
         notes += checks.undecoded(user)
         if self.device.startswith("cpu"):
-            findings += checks.cuda_rules(user)
+            findings += checks.cuda_rules(user) + checks.cpu_dropped(user)
         if not len(user):
             notes.append("the capture recorded no operation: the graph does nothing when replayed")
         if owned is not None and not validated_before:
@@ -794,7 +820,7 @@ def capture(
     reference: bool | Callable[[], Any] | None = True,
     on_failure: str = "raise",
     allow: Iterable[Allow | str] | Allow | str | None = None,
-    replay_check: str = "first",
+    replay_check: str = "always",
     revalidate: bool = False,
     allow_foreign_nodes: bool = False,
     strict_ownership: bool = False,
@@ -820,7 +846,8 @@ def capture(
             instead, or False/None for no reference call.
         on_failure: ``"raise"``, ``"warn"``, ``"log"`` or ``"ignore"`` (see :class:`GraphGuard`).
         allow: finding kinds, or :class:`Allow` objects, to accept.
-        replay_check: when :meth:`CheckedGraph.launch` checks the baked addresses.
+        replay_check: when :meth:`CheckedGraph.launch` checks the baked addresses
+            (``"always"``, ``"first"`` or ``"never"``).
         revalidate: validate again a site that passed before in this process.
         allow_foreign_nodes: on CUDA, accept graph nodes no Warp operation made.
         strict_ownership: report device temporaries made during the call too (see

@@ -474,6 +474,10 @@ class LaunchTrace:
         self.allocations: list[Allocation] = []
         self.host_syncs: list[HostSync] = []
         self._token: Any = None
+        # Where recording delivers: the list's own append while the trace records, `ended`
+        # (which drops what it is given) before and after. Set in one step, it is the one
+        # answer to "is this trace recording?".
+        self._append: Any = ended
         self._alloc_index: tuple[list[int], list[Allocation], list[int]] | None = None
         self._alloc_order: dict[Allocation, tuple[Site, int]] = {}
 
@@ -482,7 +486,7 @@ class LaunchTrace:
     def __enter__(self) -> LaunchTrace:
         from . import _session
 
-        if self._token is not None:
+        if self.recording:
             raise RuntimeError("this LaunchTrace is already recording; use a new trace_launches() for a nested trace")
         self._items = []
         self._materialized = 0
@@ -496,8 +500,8 @@ class LaunchTrace:
     def __exit__(self, *exc: object) -> None:
         from . import _session
 
-        token, self._token = self._token, None
-        _session.stop(token)
+        _session.stop(self, self._token)
+        self._token = None
 
     @property
     def records(self) -> list[LaunchRecord]:
@@ -514,7 +518,7 @@ class LaunchTrace:
     @property
     def recording(self) -> bool:
         """Whether the trace is recording right now."""
-        return self._token is not None
+        return self._append is not ended
 
     # -- sequence -------------------------------------------------------------------------
 
@@ -706,14 +710,42 @@ class CapturedParams:
         return tuple(params)
 
 
+def ended(item: Any) -> None:
+    """Where recording delivers to a trace that is not recording: nowhere."""
+
+
+#: Objects a kept record names by id (kernels and code objects of the recording fast
+#: path), held for good so that an id is never reused; and the parameter sizes of each
+#: held kernel's launches, by ``(id, adjoint)``.
+_held: dict[int, Any] = {}
+_param_slices: dict[tuple[int, bool], tuple[tuple[int, int], ...]] = {}
+
+
+def hold(obj: Any) -> int:
+    """Keep ``obj`` for good; returns its id, by which records name it."""
+    _held.setdefault(id(obj), obj)
+    return id(obj)
+
+
+def hold_param_sizes(kernel: Any, adjoint: bool, sizes: tuple[int, ...]) -> None:
+    """How one parameter block of ``kernel`` splits into parameters."""
+    slices, offset = [], 0
+    for size in sizes:
+        slices.append((offset, offset + size))
+        offset += size
+    _param_slices[(hold(kernel), adjoint)] = tuple(slices)
+
+
 def _from_raw(raw: tuple[Any, ...]) -> LaunchRecord:
-    # See graphcheck._session: eager CPU launches (7 items) and CPU launches inside a
-    # capture (8 items: the block size asked for comes last).
-    kernel, adjoint, params, max_blocks, code, lasti, seq = raw[:7]
+    # See graphcheck._session: eager CPU launches (7 items: the parameter block as one
+    # bytes) and CPU launches inside a capture (8 items: the block size asked for last).
+    kernel_id, adjoint, params, max_blocks, code_id, lasti, seq = raw[:7]
+    if type(params) is bytes:
+        params = tuple([params[start:end] for start, end in _param_slices[(kernel_id, adjoint)]])
     block_dim = _warp.resolve_block_dim("cpu", raw[7]) if len(raw) > 7 else 1
     return LaunchRecord(
-        "launch", kernel, adjoint, params, None, "cpu", block_dim, max_blocks or 0, None, code, lasti, "launch",
-        False, seq,
+        "launch", _held[kernel_id], adjoint, params, None, "cpu", block_dim, max_blocks or 0, None, _held[code_id],
+        lasti, "launch", False, seq,
     )  # fmt: skip
 
 

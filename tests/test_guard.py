@@ -572,3 +572,23 @@ def test_scratch_sized_by_a_host_count_is_the_same_temporary():
 
     sim = Growing(DEVICE)
     assert gc.capture(sim.step, device=DEVICE, owners=(sim,)).report.ok
+
+
+def test_a_mesh_refit_a_cpu_graph_does_not_replay_is_a_capture_error():
+    points = wp.array(np.random.default_rng(0).random((4, 3)), dtype=wp.vec3, device=DEVICE)
+    indices = wp.array(np.array([0, 1, 2, 1, 2, 3], dtype=np.int32), dtype=int, device=DEVICE)
+
+    class Refit(P.Producer):
+        def __init__(self, device):
+            super().__init__(device)
+            self.points = points
+            self.mesh = wp.Mesh(points=points, indices=indices)
+
+        def step(self):
+            self.launch(K.jitter_points, [self.points], dim=4)
+            self.mesh.refit()
+
+    sim = Refit(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), on_failure="ignore")
+    assert {(f.kind, f.kernel) for f in checked.report.findings} == {("capture-error", "mesh_refit_host")}
+    assert "CPU graphs do not replay it" in checked.report.findings[0].message

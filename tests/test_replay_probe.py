@@ -1,0 +1,140 @@
+"""The replay check before every launch (issue 15): a full check, then a cheap probe of
+the very arrays it found, and a full check again whenever one of them changed."""
+
+import numpy as np
+import pytest
+import warp as wp
+
+import graphcheck as gc
+from graphcheck._owners_probe import OwnersProbe, Unsupported
+from graphcheck.guard import CheckedGraph
+from tests import kernels as K
+
+N = 16
+
+
+class Sim:
+    """Buffers at every kind of place a label can name: attribute, list item, dict key."""
+
+    def __init__(self):
+        self.x = wp.zeros(N, dtype=float, device="cpu")
+        self.bufs = [wp.ones(N, dtype=float, device="cpu") for _ in range(3)]
+        self.named = {"v": wp.full(N, 2.0, dtype=float, device="cpu")}
+        self.t = 0.0  # changes every step: not a buffer, never a reason to walk again
+
+    def step(self):
+        wp.launch(K.axpy, dim=N, inputs=[self.bufs[0], self.x, 1.0], device="cpu")
+        wp.launch(K.axpy, dim=N, inputs=[self.named["v"], self.bufs[2], 0.5], device="cpu")
+        self.t += 0.1
+
+
+@pytest.fixture
+def full_checks(monkeypatch):
+    """Counts full replay checks (the walk of the owners)."""
+    calls = []
+    original = CheckedGraph.check_replay
+
+    def counted(self, *args, **kwargs):
+        calls.append(1)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(CheckedGraph, "check_replay", counted)
+    return calls
+
+
+def eager_twin_after(launches):
+    twin = Sim()
+    for _ in range(launches + 1):  # the reference call ran the step once more
+        twin.step()
+    return twin
+
+
+def test_every_launch_is_checked_by_default_and_walks_the_owners_only_when_they_changed(full_checks):
+    sim = Sim()
+    checked = gc.capture(sim.step, device="cpu", owners=(sim,))
+    assert checked.replay_check == "always"
+    for _ in range(5):
+        sim.t += 1.0  # an attribute that is no buffer changes: no walk
+        checked.launch()
+    assert len(full_checks) == 1
+    np.testing.assert_array_equal(sim.x.numpy(), eager_twin_after(5).x.numpy())
+    sim.bufs[1] = wp.zeros(N, dtype=float, device="cpu")  # a buffer the graph does not use
+    checked.launch()
+    assert len(full_checks) == 1
+    sim.bufs[0] = wp.zeros(N, dtype=float, device="cpu")  # one it uses
+    with pytest.raises(gc.GraphCheckError, match="stale-pointer"):
+        checked.launch()
+    assert len(full_checks) == 2
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda sim: setattr(sim, "x", wp.zeros(N, dtype=float, device="cpu")),
+        lambda sim: sim.bufs.__setitem__(2, wp.zeros(N, dtype=float, device="cpu")),
+        lambda sim: sim.named.__setitem__("v", wp.zeros(N, dtype=float, device="cpu")),
+    ],
+    ids=["attribute", "list item", "dict value"],
+)
+def test_a_reassigned_buffer_is_found_at_the_next_launch(change):
+    sim = Sim()
+    checked = gc.capture(sim.step, device="cpu", owners=(sim,))
+    checked.launch()
+    kept = (sim.x, sim.bufs[2], sim.named["v"])  # alive: the probe must not rely on a freed id
+    change(sim)
+    with pytest.raises(gc.GraphCheckError, match="stale-pointer"):
+        checked.launch()
+    del kept
+
+
+def test_a_freed_buffer_is_found_even_if_its_id_is_reused():
+    # (A CPU graph keeps its arrays alive itself; a CUDA graph does not.)
+    sim = Sim()
+    probe = OwnersProbe((sim,), ["owner.bufs[0]", "owner.x"], single=True)
+    assert probe.unchanged()
+    sim.bufs[0] = None  # freed: a new array could take its id
+    assert probe.freed and not probe.unchanged()
+
+
+def test_the_probe_follows_every_kind_of_label_and_refuses_what_it_cannot():
+    sim, other = Sim(), Sim()
+    labels = ["owners[0].x", "owners[0].bufs[2]", "owners[0].named['v']", "owners[1].x"]
+    probe = OwnersProbe((sim, other), labels, single=False)
+    assert probe.unchanged()
+    other.x = wp.zeros(N, dtype=float, device="cpu")
+    assert not probe.unchanged()
+    assert OwnersProbe((sim,), [], single=True).unchanged()  # nothing owned was baked
+    state = sim.x
+
+    def step():
+        return state
+
+    closure = OwnersProbe((step,), ["owner.<state>"], single=True)
+    assert closure.unchanged()
+    for label in ["owner.class", "owner.<missing>", "owner{0}", "elsewhere.x", "owner.t"]:
+        with pytest.raises(Unsupported):
+            OwnersProbe((sim,), [label], single=True)
+
+
+def test_many_buffers_in_one_list_are_compared_as_one_sequence():
+    sim = Sim()
+    sim.bufs = [wp.zeros(N, dtype=float, device="cpu") for _ in range(12)]
+    probe = OwnersProbe((sim,), [f"owner.bufs[{i}]" for i in range(10)] + ["owner.x"], single=True)
+    assert "map" in probe._ids.__code__.co_names  # one C loop over the list
+    assert probe.unchanged()
+    replaced = sim.bufs[3]
+    sim.bufs[3] = wp.zeros(N, dtype=float, device="cpu")
+    assert not probe.unchanged()
+    sim.bufs[3] = replaced
+    assert probe.unchanged()
+    sim.bufs.append(wp.zeros(N, dtype=float, device="cpu"))  # not baked, but the list changed
+    assert not probe.unchanged()
+
+
+def test_without_a_probe_every_launch_is_a_full_check(full_checks):
+    sim = Sim()
+    owned = gc.buffers_of(sim, root="owner")  # owners given as a BufferSet: nothing to follow
+    checked = gc.capture(sim.step, device="cpu", owners=owned)
+    checked.launch()
+    checked.launch()
+    assert len(full_checks) == 2

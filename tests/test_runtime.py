@@ -1,0 +1,419 @@
+"""graphcheck never disturbs the program it watches: threads, tasks, interrupts, and what
+Warp itself sees of its caller (issue 10).
+
+Every race here is made deterministic with barriers and events: a thread is held inside
+Warp by a value whose conversion waits (Warp converts kernel arguments with ``float()``),
+and interrupts are injected at each step of installing and removing the hooks through
+``_warp.checkpoint``, graphcheck's test hook.
+"""
+
+import asyncio
+import contextlib
+import contextvars
+import gc as python_gc
+import inspect
+import io
+import threading
+import warnings
+
+import numpy as np
+import pytest
+import warp as wp
+
+import graphcheck as gc
+from graphcheck import _session, _warp
+from tests import kernels as K
+
+TIMEOUT = 30  # seconds a barrier waits before the test fails rather than hangs
+
+
+def arrays(n=16):
+    return wp.zeros(n, dtype=float, device="cpu"), wp.ones(n, dtype=float, device="cpu")
+
+
+class Waiting:
+    """A float kernel argument that, when Warp converts it, waits for the test to go on."""
+
+    def __init__(self, value, arrived, resume):
+        self.value, self.arrived, self.resume = value, arrived, resume
+
+    def __float__(self):
+        self.arrived.set()
+        assert self.resume.wait(TIMEOUT), "the test never let the launch go on"
+        return float(self.value)
+
+
+def run_in_thread(fn, context=None):
+    """Start ``fn`` in a thread (in a copy of ``context`` when given); join() re-raises."""
+    outcome = {}
+
+    def body():
+        try:
+            outcome["value"] = context.run(fn) if context is not None else fn()
+        except BaseException as exc:  # handed to the test by join()
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=body)
+    thread.start()
+
+    def join():
+        thread.join(TIMEOUT)
+        assert not thread.is_alive(), "the thread did not finish"
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome.get("value")
+
+    return join
+
+
+# -- 1. A hook stays callable after it is removed ---------------------------------------------
+
+
+def test_an_untraced_thread_holding_a_hook_forwards_to_warp_after_the_last_trace_ends():
+    a, b = arrays()
+    fetched, trace_ended = threading.Event(), threading.Event()
+
+    def untraced():
+        # Fetched while a trace records elsewhere: these are graphcheck's hooks.
+        zero, fill = a.zero_, b.fill_
+        command = wp.launch(K.scale, dim=16, inputs=[a, b, 2.0, 1], device="cpu", record_cmd=True)
+        replay = command.launch
+        fetched.set()
+        assert trace_ended.wait(TIMEOUT)
+        zero()
+        fill(3.0)
+        replay()
+        wp.launch(K.scale, dim=16, inputs=[a, b, 2.0, 1], device="cpu")
+        return a.numpy().copy()
+
+    with gc.trace_launches() as trace:
+        join = run_in_thread(untraced)
+        assert fetched.wait(TIMEOUT)
+    trace_ended.set()
+    result = join()
+    assert len(trace) == 0, "the other thread is not traced"
+    np.testing.assert_array_equal(result, np.full(16, 7.0, dtype=np.float32))
+
+
+def test_a_thread_inside_a_launch_when_the_hooks_go_finishes_it():
+    a, b = arrays()
+    arrived, resume = threading.Event(), threading.Event()
+
+    def untraced():
+        wp.launch(K.scale, dim=16, inputs=[a, b, Waiting(2.0, arrived, resume), 1], device="cpu")
+        return a.numpy().copy()
+
+    with gc.trace_launches():
+        join = run_in_thread(untraced)
+        assert arrived.wait(TIMEOUT)
+    assert not _warp.hooks_installed()
+    resume.set()
+    np.testing.assert_array_equal(join(), np.full(16, 3.0, dtype=np.float32))
+
+
+# -- 2. Interrupts at any step of installing or removing -----------------------------------------
+
+
+def checkpoint_labels():
+    labels = []
+    _warp.checkpoint = labels.append
+    try:
+        with gc.trace_launches():
+            pass
+    finally:
+        _warp.checkpoint = None
+    return labels
+
+
+class Interrupt(BaseException):
+    """Stands for a KeyboardInterrupt (not one, so that pytest itself is not stopped)."""
+
+
+def interrupt_at(label):
+    def checkpoint(seen):
+        if seen == label:
+            _warp.checkpoint = None  # once
+            raise Interrupt(label)
+
+    return checkpoint
+
+
+def records_one_launch():
+    a, b = arrays()
+    with gc.trace_launches() as trace:
+        wp.launch(K.scale, dim=16, inputs=[a, b, 2.0, 1], device="cpu")
+    assert len(trace) == 1 and trace[0].kernel == "tests.kernels.scale"
+    assert not _warp.hooks_installed()
+
+
+def test_every_step_of_installing_and_removing_has_a_checkpoint():
+    labels = checkpoint_labels()
+    assert any(label.startswith("install ") for label in labels)
+    assert any(label.startswith("remove ") for label in labels)
+    assert "stop: trace ended" in labels and "stop: context reset" in labels
+
+
+@pytest.mark.parametrize("step", ["install", "remove", "stop"])
+def test_an_interrupt_at_any_step_leaves_no_hook_and_the_next_trace_works(step):
+    labels = [label for label in checkpoint_labels() if label.startswith(step)]
+    assert labels
+    for label in labels:
+        trace = gc.trace_launches()
+        _warp.checkpoint = interrupt_at(label)
+        try:
+            with pytest.raises(Interrupt):
+                with trace:
+                    pass
+        finally:
+            _warp.checkpoint = None
+        assert not trace.recording, label
+        assert not _warp.hooks_installed(), f"hooks left after an interrupt at {label!r}"
+        records_one_launch()
+
+
+def test_installing_twice_is_installing_once():
+    a, b = arrays()
+    with gc.trace_launches() as trace:
+        _warp.HOOKS.install()
+        _warp.HOOKS.state = "partial"  # as after an interrupted install: the next one completes it
+        _warp.HOOKS.install()
+        wp.launch(K.scale, dim=16, inputs=[a, b, 2.0, 1], device="cpu")
+        wp.copy(a, b)
+    assert [r.kernel for r in trace] == ["tests.kernels.scale", "wp.copy"]
+    assert not _warp.hooks_installed()
+
+
+# -- 3. An ended trace receives nothing ----------------------------------------------------------
+
+
+def test_a_task_spawned_inside_a_trace_does_not_record_into_it_after_it_ended():
+    a, b = arrays()
+
+    async def main():
+        go = asyncio.Event()
+
+        async def later():
+            await go.wait()
+            wp.launch(K.scale, dim=16, inputs=[a, b, 2.0, 1], device="cpu")
+            a.zero_()
+            wp.zeros(4, dtype=float, device="cpu")
+
+        with gc.trace_launches() as inner:
+            task = asyncio.get_running_loop().create_task(later())
+            await asyncio.sleep(0)
+        go.set()
+        await task
+        return inner
+
+    with gc.trace_launches() as outer:  # keeps the hooks in
+        inner = asyncio.run(main())
+    assert len(inner) == 0 and inner.allocations == []
+    assert [r.kernel for r in outer] == ["tests.kernels.scale", "array.zero_"]
+
+
+def test_a_trace_ended_in_one_thread_receives_nothing_from_another():
+    a, b = arrays()
+    arrived, resume = threading.Event(), threading.Event()
+
+    def shares_the_context():
+        wp.launch(K.scale, dim=16, inputs=[a, b, Waiting(2.0, arrived, resume), 1], device="cpu")
+        wp.copy(a, b)
+
+    with gc.trace_launches() as outer:  # keeps the hooks in
+        with gc.trace_launches() as inner:
+            join = run_in_thread(shares_the_context, contextvars.copy_context())
+            assert arrived.wait(TIMEOUT)
+        resume.set()
+        join()
+    assert len(inner) == 0
+    assert [r.kernel for r in outer] == ["tests.kernels.scale", "wp.copy"]
+
+
+# -- 4. Pending calls are per thread -------------------------------------------------------------
+
+
+def test_threads_sharing_a_session_never_mix_call_sites():
+    a, b = arrays()
+    c, d = arrays()
+    first_in, first_go = threading.Event(), threading.Event()
+    second_in, second_go = threading.Event(), threading.Event()
+
+    def first():
+        wp.launch(K.scale, dim=16, inputs=[a, b, Waiting(2.0, first_in, first_go), 1], device="cpu")  # first's line
+
+    def second():
+        wp.launch(K.axpy, dim=16, inputs=[c, d, Waiting(1.0, second_in, second_go)], device="cpu", max_blocks=7)
+
+    with gc.trace_launches() as trace:
+        join_first = run_in_thread(first, contextvars.copy_context())
+        assert first_in.wait(TIMEOUT)
+        join_second = run_in_thread(second, contextvars.copy_context())
+        assert second_in.wait(TIMEOUT)
+        first_go.set()  # the first finishes while the second is inside its own launch
+        join_first()
+        second_go.set()
+        join_second()
+    by_kernel = {r.kernel: r for r in trace}
+    assert set(by_kernel) == {"tests.kernels.scale", "tests.kernels.axpy"}
+    assert by_kernel["tests.kernels.scale"].site.function.endswith("first")
+    assert by_kernel["tests.kernels.scale"].max_blocks == 0
+    assert by_kernel["tests.kernels.axpy"].site.function.endswith("second")
+    assert by_kernel["tests.kernels.axpy"].max_blocks == 7
+
+
+# -- 5. Warp sees the caller it sees without graphcheck ------------------------------------------
+
+
+def traced_and_untraced(fn):
+    """``fn()`` untraced, then inside two nested traces; both results."""
+    untraced = fn()
+    with gc.trace_launches(), gc.trace_launches(include_warp=True):
+        traced = fn()
+    return untraced, traced
+
+
+def test_warps_allocation_tracker_names_the_users_line():
+    core = _warp._runtime().core
+    report = _warp._context.alloc_tracker_report_text
+
+    def allocate():
+        with wp.ScopedMemoryTracker("graphcheck", print=False):
+            core.wp_alloc_tracker_reset()
+            line = inspect.currentframe().f_lineno + 1
+            kept = [wp.zeros(32, dtype=float, device="cpu"), wp.array(np.ones(8, dtype=np.float32), device="cpu")]
+            text = report(0, 10)
+        del kept
+        return line, text
+
+    untraced, traced = traced_and_untraced(allocate)
+    line = traced[0]
+    assert f"test_runtime.py:{line} : allocate()" in traced[1]
+    assert "_warp.py" not in traced[1] and "_session.py" not in traced[1]
+    assert untraced[1].replace(str(untraced[0]), "L") == traced[1].replace(str(line), "L")
+
+
+@wp.kernel
+def read_then_write(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    # Alone in this module: Warp works out which arguments a kernel reads when it builds
+    # the kernel's module with verify_autograd_array_access on.
+    i = wp.tid()
+    y[i] = x[i] * x[i]
+
+
+def test_warps_copy_warning_names_the_users_line():
+    saved = wp.config.verify_autograd_array_access
+    wp.config.verify_autograd_array_access = True
+
+    def copy_after_read():
+        a = wp.array(np.array([1.0, 2.0, 3.0]), dtype=float, requires_grad=True, device="cpu")
+        b = wp.zeros_like(a)
+        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()) as err, wp.Tape():
+            warnings.simplefilter("always")  # the same message twice: show it both times
+            wp.launch(read_then_write, a.shape, inputs=[a], outputs=[b], device="cpu")
+            line = inspect.currentframe().f_lineno + 1
+            wp.copy(a, b)
+        return line, err.getvalue()
+
+    try:
+        untraced, traced = traced_and_untraced(copy_after_read)
+    finally:
+        wp.config.verify_autograd_array_access = saved
+    if "by an array copy at" not in untraced[1]:
+        pytest.skip(f"warp-lang {wp.__version__} does not name the copy's caller")
+    assert f"by an array copy at {__file__}:{untraced[0]}" in untraced[1]
+    assert f"by an array copy at {__file__}:{traced[0]}" in traced[1]
+
+
+def test_the_tapes_caller_metadata_is_the_users_line():
+    def taped():
+        a = wp.zeros(4, dtype=float, device="cpu", requires_grad=True)
+        b = wp.zeros(4, dtype=float, device="cpu", requires_grad=True)
+        with wp.Tape() as tape:
+            line = inspect.currentframe().f_lineno + 1
+            wp.launch(K.square, 4, inputs=[a], outputs=[b], device="cpu")
+        return line, tape.launches[0][-1]["caller"]
+
+    untraced, traced = traced_and_untraced(taped)
+    assert traced[1] == {"file": __file__, "lineno": traced[0], "func": "taped"}
+    assert untraced[1] == {"file": __file__, "lineno": untraced[0], "func": "taped"}
+
+
+def test_warps_deprecation_warning_points_at_the_users_line():
+    out = wp.zeros(16, dtype=float, device="cpu")
+    params = K.Params()
+    params.scratch = wp.zeros(16, dtype=float, device="cpu")
+
+    values = iter([np.int8(1), np.uint8(1)])  # Warp shows a deprecation once per message
+
+    def implicit_vector():
+        # Warp shows its warnings on stderr, with the place when verbose_warnings is on.
+        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()) as err:
+            warnings.simplefilter("always")
+            line = inspect.currentframe().f_lineno + 1
+            wp.launch(K.echo, 1, inputs=[out, 1.0, 2, next(values), wp.mat22(), 1.0, 1.0, True, params], device="cpu")
+        return line, [text for text in err.getvalue().splitlines() if "DeprecationWarning" in text]
+
+    saved = wp.config.verbose_warnings
+    wp.config.verbose_warnings = True
+    try:
+        untraced, traced = traced_and_untraced(implicit_vector)
+    finally:
+        wp.config.verbose_warnings = saved
+    if not untraced[1]:
+        pytest.skip(f"warp-lang {wp.__version__} does not deprecate this implicit conversion")
+    assert traced[1], "warned untraced, not traced"
+    assert all(text.endswith(f"({__file__}:{traced[0]})") for text in traced[1]), traced[1]
+    assert all(text.endswith(f"({__file__}:{untraced[0]})") for text in untraced[1]), untraced[1]
+
+
+def test_a_woven_function_is_warps_own_line_for_line():
+    with gc.trace_launches():
+        woven = wp.launch.__code__
+        assert woven is not _warp.HOOKS._patches[0].original
+    original = wp.launch.__code__
+    assert woven.co_filename == original.co_filename and woven.co_firstlineno == original.co_firstlineno
+    assert woven.co_qualname == original.co_qualname
+    # Every line of Warp's function is the same line of the same file.
+    assert {line for *_, line in original.co_lines()} <= {line for *_, line in woven.co_lines()}
+
+
+# -- 6. The user's own error comes out unchanged -------------------------------------------------
+
+
+class BadCount:
+    def __int__(self):
+        raise ZeroDivisionError("a count that cannot be read")
+
+
+@pytest.mark.parametrize("count", [BadCount(), "3", None, 2.5])
+def test_a_copy_with_a_bad_count_fails_as_it_does_untraced(count):
+    a, b = arrays()
+
+    def copy():
+        try:
+            wp.copy(a, b, count=count)
+        except Exception as exc:  # the outcome to compare
+            return type(exc), str(exc)
+        return None
+
+    untraced, traced = traced_and_untraced(copy)
+    assert traced == untraced
+
+
+def test_nothing_the_collector_traverses_is_kept_per_eager_launch():
+    a, b = arrays()
+    with gc.trace_launches() as trace:
+        for i in range(50):
+            wp.launch(K.scale, dim=16, inputs=[a, b, 2.0, i], device="cpu")
+    python_gc.collect()
+    assert len(trace._items) == 50
+    assert not any(python_gc.is_tracked(item) for item in trace._items)
+    assert [r.args["n"] for r in trace] == list(range(50))
+
+
+def test_a_session_belongs_to_one_thread():
+    with gc.trace_launches():
+        mine = _warp.current_session()
+        theirs = run_in_thread(_warp.current_session, contextvars.copy_context())()
+    assert isinstance(theirs, _session.Session) and theirs is not mine
+    assert theirs.traces == mine.traces

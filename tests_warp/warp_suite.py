@@ -1,0 +1,168 @@
+"""Warp's own test suite, run untraced and traced: graphcheck must not change an outcome.
+
+``nox -s warp_suite`` (or ``python -m tests_warp.warp_suite``) runs a chosen CPU subset
+of the tests Warp ships inside its wheel (``warp/tests``) twice, each time in a fresh
+process: untraced, then with two nested traces (one with ``include_warp=True``) around
+every test. It fails on any test whose outcome differs, on any graphcheck hook left
+installed after a test, and on any error raised from inside graphcheck.
+
+Usage::
+
+    python -m tests_warp.warp_suite [--modules test_copy,test_launch] [-k SUBSTRING]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import unittest
+from typing import Any
+
+#: The subset: the modules that exercise what graphcheck hooks (launches, replays,
+#: copies, memsets and fills, allocations and the allocation tracker, the Tape and its
+#: caller metadata, write-after-read warnings, CPU graph captures, conditionals, structs,
+#: indexed arrays) and that run on the CPU in about a minute with a warm kernel cache.
+MODULES = (
+    "test_allocation_tracker",
+    "test_overwrite",
+    "test_copy",
+    "test_launch",
+    "test_tape",
+    "test_struct",
+    "test_indexedarray",
+    "test_conditional",
+    "test_graph",
+    "test_context",
+    "test_ctypes",
+    "test_devices",
+    "test_lerp",
+)
+
+
+def _cases(suite: unittest.TestSuite) -> list[unittest.TestCase]:
+    out: list[unittest.TestCase] = []
+    for item in suite:
+        if isinstance(item, unittest.TestSuite):
+            out.extend(_cases(item))
+        else:
+            out.append(item)
+    return out
+
+
+def _from_graphcheck(exc_info: Any) -> bool:
+    """Whether an exception was raised from inside graphcheck's own code."""
+    import graphcheck
+
+    package = os.path.dirname(os.path.abspath(graphcheck.__file__)) + os.sep
+    tb = exc_info[2]
+    last = None
+    while tb is not None:
+        last = tb.tb_frame.f_code.co_filename
+        tb = tb.tb_next
+    return bool(last and os.path.abspath(last).startswith(package))
+
+
+def run(modules: list[str], traced: bool, keyword: str | None) -> dict[str, Any]:
+    """Run the subset in this process; ``{test id: outcome}`` and what went wrong."""
+    import warp as wp
+
+    wp.config.log_level = wp.LOG_WARNING
+    wp.init()
+    import graphcheck as gc
+    from graphcheck import _warp
+
+    loader = unittest.TestLoader()
+    outcomes: dict[str, str] = {}
+    problems: list[str] = []
+    for module in modules:
+        cases = _cases(loader.loadTestsFromName(f"warp.tests.{module}"))
+        for case in cases:
+            name = case.id()
+            if "cuda" in name.lower() or (keyword and keyword not in name):
+                continue
+            result = unittest.TestResult()
+            if traced:
+                with gc.trace_launches(), gc.trace_launches(include_warp=True):
+                    case.run(result)
+                if _warp.hooks_installed():
+                    problems.append(f"{name}: a graphcheck hook was left installed")
+                    _warp.HOOKS.remove()
+            else:
+                case.run(result)
+            for _test, text in result.errors + result.failures:
+                if "/graphcheck/" in text.replace("\\", "/") and traced:
+                    problems.append(f"{name}: graphcheck appears in the error:\n{text}")
+            if result.errors:
+                outcomes[name] = "error: " + result.errors[0][1].strip().splitlines()[-1][:200]
+            elif result.failures:
+                outcomes[name] = "fail: " + result.failures[0][1].strip().splitlines()[-1][:200]
+            elif result.skipped:
+                outcomes[name] = "skip"
+            elif result.expectedFailures:
+                outcomes[name] = "xfail"
+            elif result.unexpectedSuccesses:
+                outcomes[name] = "xpass"
+            else:
+                outcomes[name] = "pass"
+    return {"outcomes": outcomes, "problems": problems}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the subset untraced and traced, each in a fresh process; 1 when they differ."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--modules", help=f"comma-separated modules of warp.tests (default: {', '.join(MODULES)})")
+    parser.add_argument("-k", dest="keyword", help="only tests whose id contains this")
+    parser.add_argument("--one", choices=["untraced", "traced"], help=argparse.SUPPRESS)  # a child process
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    modules = args.modules.split(",") if args.modules else list(MODULES)
+    if args.one:
+        try:
+            result = run(modules, args.one == "traced", args.keyword)
+        except BaseException:
+            result = {"outcomes": {}, "problems": [f"the {args.one} run failed:\n{traceback.format_exc()}"]}
+        with open(args.out, "w") as f:
+            json.dump(result, f)
+        return 0
+
+    runs: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for mode in ("untraced", "traced"):
+            out = os.path.join(tmp, f"{mode}.json")
+            command = [sys.executable, "-m", "tests_warp.warp_suite", "--one", mode, "--out", out]
+            if args.modules:
+                command += ["--modules", args.modules]
+            if args.keyword:
+                command += ["-k", args.keyword]
+            start = time.perf_counter()
+            subprocess.run(command, check=True)
+            with open(out) as f:
+                runs[mode] = json.load(f)
+            print(f"{mode}: {len(runs[mode]['outcomes'])} tests in {time.perf_counter() - start:.0f} s", flush=True)
+    untraced, traced = runs["untraced"]["outcomes"], runs["traced"]["outcomes"]
+    problems = runs["untraced"]["problems"] + runs["traced"]["problems"]
+    for name in sorted(set(untraced) | set(traced)):
+        if untraced.get(name) != traced.get(name):
+            problems.append(f"{name}: untraced {untraced.get(name)!r}, traced {traced.get(name)!r}")
+    counts: dict[str, int] = {}
+    for outcome in untraced.values():
+        key = outcome.split(":")[0]
+        counts[key] = counts.get(key, 0) + 1
+    print(f"{len(untraced)} tests of {len(modules)} modules untraced: {counts}")
+    if problems:
+        print(f"{len(problems)} difference(s) with graphcheck tracing every test:")
+        for problem in problems:
+            print("  " + problem)
+        return 1
+    print("the same outcome traced and untraced for every test; no hook left behind; nothing raised by graphcheck")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
