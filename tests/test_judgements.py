@@ -791,8 +791,11 @@ class MeshRefit(Base):
     mode = "same"
 
 
-variant("Mesh_refit", MeshRefit)
-variant("Mesh_refit_scalar", MeshRefit, mode="scalar", expect=[("scalar-drift", "t")])
+# Warp's CPU graphs do not replay Mesh.refit (the capture runs it once; every replay keeps that
+# BVH: replayed 6 times, a mesh query gives -1 where stepping eagerly gives 2.914): on the CPU a
+# refit inside the captured call is a capture-error (see also Bvh_refit, which Warp 1.19 replays).
+variant("Mesh_refit", MeshRefit, expect=["capture-error"])
+variant("Mesh_refit_scalar", MeshRefit, mode="scalar", expect=[("scalar-drift", "t"), "capture-error"])
 
 
 # -- views ----------------------------------------------------------------------------------------
@@ -1281,7 +1284,7 @@ class MeshQuery(Base):
         self.mesh.refit()
 
 
-judge()(MeshQuery)
+judge("capture-error")(MeshQuery)  # refits the mesh in the call: see Mesh_refit
 
 
 class PrintArray(Base):
@@ -2105,6 +2108,27 @@ def test_a_shape_change_is_shown_as_one():
     assert "(17,)" in finding.message and "(18,)" in finding.message, finding.message
 
 
+def test_a_mesh_refit_is_not_replayed_by_a_cpu_graph():
+    # The evidence for Mesh_refit's capture-error: the points replay right, the BVH does not.
+    replayed, eager = MeshRefit(DEVICE), MeshRefit(DEVICE)
+    replayed.t = eager.t = 0.5
+    replayed.step()
+    with wp.ScopedCapture(device=DEVICE) as capture:
+        replayed.step()
+    for _ in range(6):
+        wp.capture_launch(capture.graph)
+    for _ in range(7):
+        eager.step()
+    assert np.array_equal(replayed.points.numpy(), eager.points.numpy())
+    queries = wp.array(np.array([[20.0, 0.0, 0.0]] * N, dtype=np.float32), dtype=wp.vec3, device=DEVICE)
+    distances = []
+    for p in (replayed, eager):
+        out = wp.zeros(N, dtype=float, device=DEVICE)
+        wp.launch(J.closest_distance, dim=N, inputs=[p.mesh.id, queries, out], device=DEVICE)
+        distances.append(out.numpy()[0])
+    assert distances[0] != distances[1]
+
+
 def test_a_capture_that_recorded_nothing_is_noted():
     p = NothingToCapture(DEVICE)
     report = gc.capture(p.step, device=DEVICE, owners=(p,), on_failure="ignore").report
@@ -2254,7 +2278,6 @@ WRONG_REPLAY = {
     "Alloc_clone_swap",
     "Native_scan_inclusive_flag",
     "Native_sort_count",
-    "Mesh_refit_scalar",
     "View_slice_drifts",
     "View_strided_slice_drifts",
     "View_reshape_drifts",
