@@ -2129,6 +2129,36 @@ def test_a_mesh_refit_is_not_replayed_by_a_cpu_graph():
     assert distances[0] != distances[1]
 
 
+def test_a_bvh_refit_is_replayed_by_a_cpu_graph():
+    # The evidence for Bvh_refit's "safe" beyond arrays: the replayed BVH answers like the eager one.
+    def make():
+        lows = np.random.default_rng(8).random((N, 3)).astype(np.float32)
+        lowers = wp.array(lows, dtype=wp.vec3, device=DEVICE)
+        uppers = wp.array(lows + 0.1, dtype=wp.vec3, device=DEVICE)
+        return lowers, uppers, wp.Bvh(lowers, uppers)
+
+    def step(lowers, uppers, bvh):
+        for bounds in (lowers, uppers):
+            wp.launch(J.add_vec, dim=N, inputs=[bounds, wp.vec3(0.1)], device=DEVICE)
+        bvh.refit()
+
+    replayed, eager = make(), make()
+    step(*replayed)
+    with wp.ScopedCapture(device=DEVICE) as capture:
+        step(*replayed)
+    for _ in range(6):
+        wp.capture_launch(capture.graph)
+    for _ in range(7):
+        step(*eager)
+    counts = []
+    for _, _, bvh in (replayed, eager):
+        out = wp.zeros(1, dtype=float, device=DEVICE)
+        box = (wp.vec3(1.5, -10.0, -10.0), wp.vec3(3.0, 10.0, 10.0))  # only boxes that moved there
+        wp.launch(J.bvh_count, dim=1, inputs=[bvh.id, *box, out], device=DEVICE)
+        counts.append(out.numpy()[0])
+    assert counts[0] == counts[1] > 0
+
+
 def test_a_capture_that_recorded_nothing_is_noted():
     p = NothingToCapture(DEVICE)
     report = gc.capture(p.step, device=DEVICE, owners=(p,), on_failure="ignore").report
