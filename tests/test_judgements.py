@@ -1543,6 +1543,17 @@ class Conditionals(Base):
 
             self.remaining.fill_(2)
             wp.capture_while(self.remaining, body)
+        elif how == "body_kernel_toggle":
+            kernel = K.add_one if frame % 2 else K.decrement
+            wp.capture_if(self.flag, on_true=lambda: wp.launch(kernel, dim=N, inputs=[self.x], device=d))
+        elif how == "body_extra_launch":
+
+            def body():
+                wp.launch(K.add_one, dim=N, inputs=[self.x], device=d)
+                if frame == 2:
+                    wp.launch(K.add_one, dim=N, inputs=[self.y], device=d)
+
+            wp.capture_if(self.flag, on_true=body)
         elif how == "if_flag_off_in_reference":
             # The reference call's flag is 0 (its body does not run), the capture's 1.
             self.flag.fill_(0 if frame == 1 else 1)
@@ -1573,6 +1584,8 @@ variant(
     expect=[("scalar-drift", "alpha")],
     defect={"capture": D10},
 )
+variant("Cond_body_kernel_toggle", Conditionals, how="body_kernel_toggle", expect=["launch-sequence-drift"])
+variant("Cond_body_extra_launch", Conditionals, how="body_extra_launch", expect=["launch-sequence-drift"])
 variant("Cond_while_step_scalar", Conditionals, how="while_step_scalar", expect=[("scalar-drift", "alpha")])
 variant("Cond_nested", Conditionals, how="nested")
 
