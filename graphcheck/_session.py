@@ -130,7 +130,7 @@ class Session:
 
     __slots__ = (
         "allocations_seen", "bodies", "conditional_depth", "conditionals", "in_memset", "pending", "thread",
-        "traces", "uploading",
+        "tiled", "traces", "uploading",
     )  # fmt: skip
 
     def __init__(self, traces: tuple[LaunchTrace, ...]) -> None:
@@ -143,6 +143,7 @@ class Session:
         self.conditional_depth = 0
         self.conditionals: list[LaunchRecord] = []  # the wp.capture_if / capture_while calls in progress
         self.bodies: list[tuple[int, str, int]] = []  # the conditional bodies running: see _body
+        self.tiled: Any = None  # inside wp.launch_tiled: the block size the user asked for
 
     def rebind(self) -> Session:
         """This context's session for the calling thread, made and made current now."""
@@ -193,7 +194,7 @@ class Session:
     def on_cpu_capture_launch(self, bounds_ref: Any, args_ref: Any, adj_ref: Any) -> None:
         """``wp_cpu_launch_kernel``: a CPU launch inside a capture, as the structs Warp built."""
         pending = self.pending
-        if pending is not None and pending[0] is _LAUNCH and not self.conditional_depth:
+        if pending is not None and pending[0] is _LAUNCH and not self.conditional_depth and self.tiled is None:
             frame, kernel = pending[1], pending[2]
             code = frame.f_code
             entry = _code_kinds.get(id(code))
@@ -296,6 +297,8 @@ class Session:
             "launch", kernel, adjoint, params, None, device or "?", block_dim or 1, max_blocks, stream,
             code, lasti, via, internal, next(_sequence), replay, cuda,
         )  # fmt: skip
+        if self.tiled is not None:
+            record.tile_block_dim = int(self.tiled)
         self._emit(record)
         return record
 
@@ -524,7 +527,13 @@ def make_cpu_invoke_hook(original: Callable[..., Any], blocks: bool) -> Callable
             # Only Warp's woven launch and replay call invoke, and they made this context's
             # session this thread's own before setting its pending call.
             pending = session.pending
-            if pending is not None and pending[0] is _LAUNCH and not blocks and not session.conditional_depth:
+            if (
+                pending is not None
+                and pending[0] is _LAUNCH
+                and not blocks
+                and not session.conditional_depth
+                and session.tiled is None
+            ):
                 frame = pending[1]
                 code = frame.f_code
                 entry = _code_kinds.get(id(code))

@@ -424,6 +424,9 @@ def _plan_patches() -> list[_Patch]:
     # Warp sees the caller it sees without graphcheck (the Tape's caller metadata, the
     # stack level of its warnings) and `from warp import launch` is reached too.
     weave("wp.launch", _context.launch, _LAUNCH_PROLOGUE, "", _PENDING_EPILOGUE)
+    # wp.launch_tiled resolves its block size (1 on the CPU) before it calls launch: the
+    # size the user asked for is known only here, and a CUDA graph bakes it.
+    weave("wp.launch_tiled", _context.launch_tiled, _TILED_PROLOGUE, "", _TILED_EPILOGUE)
     weave("wp.Launch.launch", _context.Launch.launch, _REPLAY_PROLOGUE, "", _PENDING_EPILOGUE)
 
     # Kernel launches: where the parameter block leaves Python.
@@ -497,6 +500,19 @@ if _graphcheck_session is not None:
     if _graphcheck_session.thread != _graphcheck_ident():
         _graphcheck_session = _graphcheck_session.rebind()
     _graphcheck_session.pending = (_graphcheck_replay, _graphcheck_getframe(1), self)
+"""
+
+_TILED_PROLOGUE = """
+_graphcheck_session = _graphcheck_active.get()
+if _graphcheck_session is not None:
+    if _graphcheck_session.thread != _graphcheck_ident():
+        _graphcheck_session = _graphcheck_session.rebind()
+    _graphcheck_session.tiled = kwargs.get("block_dim")
+"""
+
+_TILED_EPILOGUE = """
+if _graphcheck_session is not None:
+    _graphcheck_session.tiled = None
 """
 
 # A pending call never nests (a launch or a replay issues no other), so ending one clears it.

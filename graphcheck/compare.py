@@ -238,6 +238,8 @@ def _compare(
         out.append(Difference("dim", i, j, ra, rb, "dim", ra.dim, rb.dim))
     if ra.block_dim != rb.block_dim:
         out.append(Difference("block_dim", i, j, ra, rb, "block_dim", ra.block_dim, rb.block_dim))
+    elif ra.tile_block_dim != rb.tile_block_dim:  # what launch_tiled was asked for
+        out.append(Difference("block_dim", i, j, ra, rb, "block_dim", ra.tile_block_dim, rb.tile_block_dim))
     if ra.max_blocks != rb.max_blocks:
         out.append(Difference("max_blocks", i, j, ra, rb, "max_blocks", ra.max_blocks, rb.max_blocks))
     if streams and ra.stream != rb.stream:
@@ -287,6 +289,7 @@ def _same(ra: LaunchRecord, rb: LaunchRecord, streams: bool) -> bool:
             ra.kernel_object is rb.kernel_object
             and ra.adjoint == rb.adjoint
             and ra.block_dim == rb.block_dim
+            and ra.tile_block_dim == rb.tile_block_dim
             and ra.max_blocks == rb.max_blocks
             and (not streams or ra.stream == rb.stream)
             and ra.same_params(rb)

@@ -122,6 +122,8 @@ class LaunchRecord:
         capture: on CUDA inside a capture, where the capturing stream stood before and
             after the operation (a :class:`~graphcheck.nodes.CaptureSpan`: the graph and
             the nodes around the ones it added); else None.
+        tile_block_dim: for ``wp.launch_tiled``, the block size the user asked for (Warp
+            resolves it to 1 on the CPU; a CUDA graph bakes what was asked); else None.
         cuda: on CUDA, the native launch arguments ``(function, dim_size, max_blocks,
             block_dim, grid_stride, cluster_dim, smem_bytes)``; else None.
     """
@@ -148,6 +150,7 @@ class LaunchRecord:
         "replay",
         "seq",
         "stream",
+        "tile_block_dim",
         "via",
     )
 
@@ -195,6 +198,7 @@ class LaunchRecord:
         self._layout: tuple[ParamSpec, ...] | None = None
         self._key: tuple[Any, ...] | None = None
         self.nested: tuple[int, str, int] | bool = False
+        self.tile_block_dim: int | None = None
         self.capture: CaptureSpan | None = None
 
     # -- what -----------------------------------------------------------------------------
@@ -347,7 +351,7 @@ class LaunchRecord:
         if key is None:
             if self.kind == "launch":
                 kernel = self._kernel if self._kernel is not None else self.kernel
-                key = (kernel, self.adjoint, self.block_dim, self.max_blocks, self.param_bytes)
+                key = (kernel, self.adjoint, self.block_dim, self.tile_block_dim, self.max_blocks, self.param_bytes)
             else:
                 key = (self.kind, self.kernel, self.dim, tuple(self.args.items()))
             self._key = key

@@ -152,3 +152,9 @@ def count_neighbors(grid: wp.uint64, points: wp.array[wp.vec3], counts: wp.array
     for _ in query:
         n += 1.0
     counts[i] = n
+
+
+@wp.kernel
+def add_one_tiled(a: wp.array[float]):
+    i, _lane = wp.tid()
+    a[i] = a[i] + 1.0

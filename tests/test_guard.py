@@ -592,3 +592,23 @@ def test_a_mesh_refit_a_cpu_graph_does_not_replay_is_a_capture_error():
     checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), on_failure="ignore")
     assert {(f.kind, f.kernel) for f in checked.report.findings} == {("capture-error", "mesh_refit_host")}
     assert "CPU graphs do not replay it" in checked.report.findings[0].message
+
+
+def test_launch_tiled_compares_the_block_size_asked_for():
+    class Tiled(P.Producer):
+        def __init__(self, device):
+            super().__init__(device)
+            self.calls = 0
+
+        def step(self):
+            self.calls += 1
+            # On the CPU Warp runs both with one thread per block; a CUDA graph bakes 32 or 64.
+            wp.launch_tiled(K.add_one_tiled, dim=[P.N], inputs=[self.x], block_dim=32 * self.calls, device=DEVICE)
+
+    sim = Tiled(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), on_failure="ignore")
+    (finding,) = checked.report.findings
+    assert (finding.kind, finding.arg, finding.reference, finding.captured) == ("dim-drift", "block_dim", 32, 64)
+    steady = P.Producer(DEVICE)
+    steady.step = lambda: wp.launch_tiled(K.add_one_tiled, dim=[P.N], inputs=[steady.x], block_dim=32, device=DEVICE)
+    assert gc.capture(steady.step, device=DEVICE, owners=(steady,)).report.ok
