@@ -425,13 +425,7 @@ class Tiled(Base):
 
 variant("Tiled_same", Tiled)
 variant("Tiled_rows", Tiled, expect=["dim-drift"], mode="rows")
-variant(
-    "Tiled_block",
-    Tiled,
-    expect=["dim-drift"],
-    mode="block",
-    defect="D2: launch_tiled's requested block_dim is resolved (to 1 on the CPU) before the launch hook sees it",
-)
+variant("Tiled_block", Tiled, expect=["dim-drift"], mode="block")
 variant("Tiled_swap", Tiled, expect=[("buffer-drift", "b")], mode="swap")
 
 
