@@ -420,12 +420,25 @@ class Tiled(Base):
             block = 4 if frame % 2 else 8
         elif self.mode == "swap" and frame % 2 == 0:
             out = self.c
-        wp.launch_tiled(J.tile_copy, dim=[rows], inputs=[self.a, out], block_dim=block, device=self.device)
+        if self.mode == "manual_block":
+            # What launch_tiled does, written out: the block size is the last dimension.
+            block = 4 if frame % 2 else 8
+            wp.launch(J.tile_copy, dim=[rows, block], inputs=[self.a, out], block_dim=block, device=self.device)
+        elif self.mode == "cmd":
+            if not hasattr(self, "cmd"):
+                self.cmd = wp.launch_tiled(
+                    J.tile_copy, dim=[rows], inputs=[self.a, out], block_dim=block, device=self.device, record_cmd=True
+                )
+            self.cmd.launch()
+        else:
+            wp.launch_tiled(J.tile_copy, dim=[rows], inputs=[self.a, out], block_dim=block, device=self.device)
 
 
 variant("Tiled_same", Tiled)
 variant("Tiled_rows", Tiled, expect=["dim-drift"], mode="rows")
 variant("Tiled_block", Tiled, expect=["dim-drift"], mode="block")
+variant("Tiled_manual_block", Tiled, expect=["dim-drift"], mode="manual_block")
+variant("Tiled_cmd", Tiled, mode="cmd")
 variant("Tiled_swap", Tiled, expect=[("buffer-drift", "b")], mode="swap")
 
 
