@@ -1450,11 +1450,23 @@ def device_of_stream(handle: int | None) -> str | None:
 # --------------------------------------------------------------------------------------
 
 
-def patch_capture_api(scoped_capture: type, capture_launch: Callable[..., Any]) -> Callable[[], None]:
-    """Put ``scoped_capture`` and ``capture_launch`` where programs look them up.
+#: Warp's own capture_begin and capture_end, whatever :func:`patch_capture_api` has put in their place.
+ORIGINAL_CAPTURE_BEGIN = wp.capture_begin
+ORIGINAL_CAPTURE_END = wp.capture_end
 
-    Replaces ``wp.ScopedCapture`` (also ``warp.utils.ScopedCapture``) and
-    ``wp.capture_launch``; code that bound them before the patch is not reached.
+
+def patch_capture_api(
+    scoped_capture: type,
+    capture_launch: Callable[..., Any],
+    capture_begin: Callable[..., Any] | None = None,
+    capture_end: Callable[..., Any] | None = None,
+) -> Callable[[], None]:
+    """Put ``scoped_capture``, ``capture_launch`` (and ``capture_begin`` / ``capture_end``)
+    where programs look them up.
+
+    Replaces ``wp.ScopedCapture`` (also ``warp.utils.ScopedCapture``), ``wp.capture_launch``,
+    ``wp.capture_begin`` and ``wp.capture_end``; code that bound them before the patch is
+    not reached.
 
     Returns:
         A function that puts Warp's own back.
@@ -1463,6 +1475,8 @@ def patch_capture_api(scoped_capture: type, capture_launch: Callable[..., Any]) 
     from warp._src import utils as private_utils
 
     targets = [(wp, "ScopedCapture", scoped_capture), (wp, "capture_launch", capture_launch)]
+    if capture_begin is not None and capture_end is not None:
+        targets += [(wp, "capture_begin", capture_begin), (wp, "capture_end", capture_end)]
     for module in (public_utils, private_utils):
         if getattr(module, "ScopedCapture", None) is ORIGINAL_SCOPED_CAPTURE:
             targets.append((module, "ScopedCapture", scoped_capture))

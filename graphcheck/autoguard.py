@@ -1,11 +1,12 @@
 """Guard every capture a program makes, without changing the program.
 
-:class:`AutoGuard` replaces ``wp.ScopedCapture`` and ``wp.capture_launch`` while it is
-active. Each capture then runs as a :class:`~graphcheck.GraphGuard` without a reference
-call: per-call allocations, foreign buffers and (on CUDA) the graph cross-check are
-checked when the capture ends, and every ``wp.capture_launch`` of a guarded graph checks
-for stale pointers first. The owners of a capture are taken from where it was opened:
-the ``self`` of the method that opened it, or else that frame's variables.
+:class:`AutoGuard` replaces ``wp.ScopedCapture``, ``wp.capture_begin`` / ``wp.capture_end``
+and ``wp.capture_launch`` while it is active. Each capture then runs as a
+:class:`~graphcheck.GraphGuard` without a reference call: per-call allocations, foreign
+buffers and (on CUDA) the graph cross-check are checked when the capture ends, and every
+``wp.capture_launch`` of a guarded graph checks for stale pointers first. The owners of a
+capture are taken from where it was opened: the ``self`` of the method that opened it, or
+else that frame's variables.
 
 With ``reference_call=True`` a capture block made only of calls (``sim.step()``) runs
 once eagerly before it is captured, as the reference call, so drift is found too; the
@@ -124,6 +125,11 @@ class AutoGuard:
         self._graphs: weakref.WeakKeyDictionary[Any, CheckedGraph] = weakref.WeakKeyDictionary()
         self._reported: set[tuple[int, str]] = set()
         self._restore: Any = None
+        self._scoped: Any = None
+        # Captures opened with wp.capture_begin, by device, innermost last; and how deep
+        # graphcheck's own use of Warp's capture_begin / capture_end is.
+        self._begun: dict[str, list[Any]] = {}
+        self._inside = 0
 
     @property
     def findings(self) -> list[Any]:
@@ -146,7 +152,10 @@ class AutoGuard:
     def __enter__(self) -> AutoGuard:
         if self._restore is not None:
             raise RuntimeError("this AutoGuard is already active")
-        self._restore = _warp.patch_capture_api(self._scoped_capture_class(), self._capture_launch)
+        self._scoped = self._scoped_capture_class()
+        self._restore = _warp.patch_capture_api(
+            self._scoped, self._capture_launch, self._capture_begin, self._capture_end
+        )
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -163,7 +172,7 @@ class AutoGuard:
             def __enter__(self) -> Any:
                 if getattr(self, "external", False) or getattr(self, "apic", False):
                     return super().__enter__()  # not guarded: external and APIC captures
-                frame = sys._getframe(1)
+                frame = _user_frame(sys._getframe(1)) or sys._getframe(1)
                 options: dict[str, Any] = {"stream": self.stream, "force_module_load": self.force_module_load}
                 if getattr(self, "capture_mode", None) is not None:
                     options["capture_mode"] = self.capture_mode
@@ -181,7 +190,11 @@ class AutoGuard:
                     name=f"capture at {site}",
                     **options,
                 )
-                self._graphcheck.__enter__()
+                autoguard._inside += 1  # the guard's own capture reaches Warp's capture_begin
+                try:
+                    self._graphcheck.__enter__()
+                finally:
+                    autoguard._inside -= 1
                 self._graphcheck_note = (
                     f"reference call: {why_not}"
                     if why_not
@@ -198,9 +211,11 @@ class AutoGuard:
                 guard = getattr(self, "_graphcheck", None)
                 if guard is None:
                     return bool(super().__exit__(exc_type, exc, tb))
+                autoguard._inside += 1
                 try:
                     suppressed = guard.__exit__(exc_type, exc, tb)
                 finally:
+                    autoguard._inside -= 1
                     self.active = False
                     self.graph = guard.graph
                 if exc is None or suppressed:
@@ -210,6 +225,24 @@ class AutoGuard:
                 return bool(suppressed) and exc is None
 
         return GuardedScopedCapture
+
+    def _capture_begin(self, device: Any = None, stream: Any = None, *args: Any, **kwargs: Any) -> None:
+        """``wp.capture_begin``: a guarded capture, as ``wp.ScopedCapture`` opens one."""
+        if self._inside:
+            return _warp.ORIGINAL_CAPTURE_BEGIN(device, stream, *args, **kwargs)
+        capture = self._scoped(device, stream, *args, **kwargs)
+        capture.__enter__()
+        self._begun.setdefault(str(_warp.get_device(device)), []).append(capture)
+        return None
+
+    def _capture_end(self, device: Any = None, stream: Any = None) -> Any:
+        """``wp.capture_end``: ends (and checks) the guarded capture ``wp.capture_begin`` opened."""
+        begun = self._begun.get(str(_warp.get_device(device)))
+        if self._inside or not begun:
+            return _warp.ORIGINAL_CAPTURE_END(device=device, stream=stream)
+        capture = begun.pop()
+        capture.__exit__(None, None, None)
+        return capture.graph
 
     def _record(self, guard: GraphGuard) -> None:
         self.reports.append(guard.report)

@@ -507,3 +507,36 @@ def test_run_of_a_program_without_captures_says_not_checked(tmp_path):
         "graphcheck: NOT checked: the program opened no wp.ScopedCapture to guard"
     )
     assert graphcheck("run", "--strict", str(script)).returncode == 1
+
+
+def test_run_guards_captures_opened_with_capture_begin_and_end(tmp_path):
+    script = tmp_path / "begin_end.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import numpy as np
+            import warp as wp
+
+            wp.config.log_level = wp.LOG_WARNING
+
+
+            @wp.kernel
+            def add(a: wp.array(dtype=float), b: wp.array(dtype=float)):
+                i = wp.tid()
+                a[i] = a[i] + b[i]
+
+
+            x = wp.zeros(8, dtype=float, device="cpu")
+            wp.capture_begin(device="cpu")
+            upload = wp.array(np.ones(8, dtype=np.float32), device="cpu")
+            wp.launch(add, dim=8, inputs=[x, upload], device="cpu")
+            graph = wp.capture_end(device="cpu")
+            wp.capture_launch(graph)
+            print("script done")
+            """
+        )
+    )
+    result = graphcheck("run", str(script))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "script done" in result.stdout
+    assert "per-call-allocation" in result.stdout and "1 capture guarded" in result.stdout
