@@ -611,22 +611,25 @@ class LaunchTrace:
         """
         order = self._alloc_order
         if alloc not in order:
-            counts: dict[tuple[Site, str, str], int] = {}
+            counts: dict[tuple[Any, ...], int] = {}
             order.clear()
 
-            def number(a: Allocation) -> None:
+            def number(a: Allocation, body: Any = None) -> None:
                 if a in self._kept:  # made here and used again by the other call: no temporary
                     order[a] = (a.site, -1)
                 elif a not in order:
-                    key = (a.site, a.dtype, a.device)
+                    # Counted afresh in each run of a conditional body: a capture records
+                    # one run, which compares with each eager iteration.
+                    key = (a.site, a.dtype, a.device, body)
                     order[a] = (a.site, counts.get(key, 0))
                     counts[key] = order[a][1] + 1
 
             for record in self.records:
+                body = record.nested if type(record.nested) is tuple else None
                 for address in record.addresses():
                     used = self.allocation_at(address.start, record.seq)
                     if used is not None:
-                        number(used)
+                        number(used, body)
             for a in self.allocations:  # the ones no operation uses, after the others
                 number(a)
         return order[alloc]

@@ -476,11 +476,6 @@ variant("Tape_scalar", Taped, expect=[("scalar-drift", "alpha")], mode="scalar")
 variant("Tape_grad_replaced", Taped, replay=("stale-pointer", None), mode="grad")
 
 
-D12 = (
-    "D12: an array argument whose shape alone changed is buffer-drift showing the same location on both sides "
-    "(and, for wp.copy, a second finding for the count)"
-)
-
 # -- copies -----------------------------------------------------------------------------------
 
 
@@ -557,7 +552,7 @@ for _op, _verdict in {
     "copy_count": {"expect": ["copy-drift"]},
     "copy_src_offset": {"expect": ["copy-drift"]},
     "copy_swap": {"expect": ["buffer-drift"]},
-    "copy_view_length": {"expect": ["copy-drift"], "defect": D12},
+    "copy_view_length": {"expect": ["copy-drift"]},
     "assign_temp_numpy": {"expect": ["per-call-allocation"]},
     "assign_converted": {"expect": ["per-call-allocation"]},
     "copy_from_host_temp": {"expect": ["per-call-allocation"]},
@@ -1192,13 +1187,12 @@ for _how in ("loop", "vec3_2d", "struct_array", "scan_out", "sort_temps", "struc
              "copy_between_temps", "constructor_shape", "kept_zeros_then_filled", "kept_in_struct_field",
              "indices_cloned"):  # fmt: skip
     variant(f"Temp_{_how}", Temporaries, how=_how, strict=STRICT_PCA)
-D11 = "D11: temporaries are numbered by allocation order: an unused extra one at the same line shifts the one used"
 variant(
     "Temp_count_varies_last_used",
     Temporaries,
     how="count_varies_last_used",
     strict=STRICT_PCA,
-    defect={"capture": D11, "safe": D11},
+    defect=None,
 )
 variant(
     "Temp_struct_field_upload", Temporaries, how="struct_field_upload", expect=[("per-call-allocation", "p.scratch")]
@@ -1583,13 +1577,12 @@ variant("Cond_condition_stale", Conditionals, how="condition_stale", replay=("st
 variant("Cond_while_temp", Conditionals, how="while_temp", strict=STRICT_PCA)
 variant("Cond_while_upload", Conditionals, how="while_upload", expect=["per-call-allocation"])
 variant("Cond_if_fill_fixed", Conditionals, how="if_fill_fixed")
-D10 = "D10: a captured loop body is compared with the reference call's first iteration only, not with every iteration"
 variant(
     "Cond_while_iteration_scalar",
     Conditionals,
     how="while_iteration_scalar",
     expect=[("scalar-drift", "alpha")],
-    defect={"capture": D10},
+    defect=None,
 )
 variant("Cond_body_kernel_toggle", Conditionals, how="body_kernel_toggle", expect=["launch-sequence-drift"])
 variant("Cond_body_extra_launch", Conditionals, how="body_extra_launch", expect=["launch-sequence-drift"])
@@ -2120,7 +2113,6 @@ variant("Nothing_host_only", NothingToCapture, how="nothing")
 variant("Nothing_alloc_only", NothingToCapture, how="alloc_only")
 
 
-@pytest.mark.xfail(strict=True, reason=D12)
 def test_a_shape_change_is_shown_as_one():
     # The whole growing temporary is passed: only its shape differs, so the finding must say so.
     p = {c.__name__: c for c in JUDGEMENTS}["Edge_growing_temp_whole"](DEVICE)
@@ -2195,14 +2187,10 @@ class BodyNotRunInReference(Base):
         wp.launch(K.bump, dim=1, inputs=[self.flag], device=d)
 
 
-D13 = "D13: a conditional body the reference call did not run is only noted: the report still says passed"
-
-
-@pytest.mark.xfail(strict=True, reason=D13)
 def test_a_body_the_reference_did_not_run_is_not_passed():
     p = BodyNotRunInReference(DEVICE)
     report = gc.capture(p.step, device=DEVICE, owners=(p,), on_failure="ignore").report
-    assert any("did not run in the reference call" in note for note in report.notes), str(report)
+    assert any("did not run in the reference call" in why for _, why in report.skipped), str(report)
     # A check that could not run is never "passed" (and this body does replay wrong: see below).
     assert not report.ok and report.status != "passed", str(report)
 
@@ -2425,14 +2413,21 @@ def test_graph_guard_judges_alike(cls):
 @pytest.mark.parametrize("cls", SAFE)
 def test_safe_is_proved_by_replay(cls):
     report = gc.verify_replay(cls, steps=4, device=DEVICE, on_failure="ignore")
-    assert report.ok and not report.findings, str(report)
+    assert not report.findings and (report.ok or _only_unrun_bodies(report)), str(report)
+
+
+def _only_unrun_bodies(report):
+    """Partial only because a conditional body did not run in the reference call."""
+    return report.status == "partial" and all("did not run in the reference call" in why for _, why in report.skipped)
 
 
 @pytest.mark.parametrize("cls", BROKEN)
 def test_replay_check_after_a_break(cls):
     p = cls(DEVICE)
     checked = gc.capture(p.step, device=DEVICE, owners=(p,), on_failure="ignore")
-    assert checked.report.ok, str(checked.report)
+    assert not checked.report.findings and (checked.report.ok or _only_unrun_bodies(checked.report)), str(
+        checked.report
+    )
     p.after_capture()
     replay = checked.check_replay(on_failure="ignore")
     _assert_verdict(replay, [] if cls.replay == "none" else [cls.replay])

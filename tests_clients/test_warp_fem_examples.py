@@ -20,11 +20,6 @@ import graphcheck as gc
 
 from .twins import Twins, WrongVerdict, assert_no_finding, replay_against_twin
 
-LAZY_QUADRATURE = (
-    "graphcheck matches temporaries by allocation order over the whole call, and the quadrature arrays warp.fem "
-    "makes once in the reference call (and caches) shift it: buffer-drift 'temporary #1 ... in the reference "
-    "call, temporary #0 captured' on wp.integrate's scratch (passed on main b4429b1, back on dde8646)"
-)
 WARP_FEM_CACHE = (
     "graphcheck reports as foreign-buffer the quadrature points and weights that warp.fem made in an earlier "
     "call and keeps in a class-level cache (RegularQuadrature.CachedFormula._cache): they live for the process "
@@ -47,11 +42,8 @@ def cold_quadrature_cache(Example):
 @pytest.mark.parametrize(
     "cache",
     [
-        pytest.param(
-            cold_quadrature_cache,
-            id="made-in-the-reference-call",
-            marks=pytest.mark.xfail(strict=True, raises=WrongVerdict, reason=LAZY_QUADRATURE),
-        ),
+        # The quadratures made (and cached) in the reference call are no temporaries.
+        pytest.param(cold_quadrature_cache, id="made-in-the-reference-call"),
         pytest.param(
             warm_quadrature_cache,
             id="cached-before",
