@@ -15,7 +15,7 @@ import heapq
 import itertools
 import types
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 
@@ -35,6 +35,31 @@ class Buffer(NamedTuple):
     def nbytes(self) -> int:
         """Its size in bytes."""
         return self.end - self.start
+
+
+_Range = TypeVar("_Range", bound="_HasRange")
+
+
+class _HasRange(Protocol):
+    @property
+    def start(self) -> int: ...
+    @property
+    def end(self) -> int: ...
+
+
+def reach_index(ranges: Iterable[_Range]) -> tuple[list[int], list[_Range], list[int]]:
+    """``(starts, ranges, reach)``: the ranges sorted by start, and for each position the
+    furthest end among the ranges up to it.
+
+    To find the ranges holding an address, bisect ``starts`` and walk left while ``reach``
+    still passes the address: once it does not, no range further left can hold it.
+    """
+    ordered = sorted(ranges, key=lambda r: r.start)
+    reach, furthest = [], 0
+    for r in ordered:
+        furthest = max(furthest, r.end)
+        reach.append(furthest)
+    return [r.start for r in ordered], ordered, reach
 
 
 class BufferSet:
@@ -179,12 +204,7 @@ class BufferSet:
     def _enclosing(self) -> tuple[list[int], list[Buffer], list[int]]:
         index = self._by_start
         if index is None or len(index[1]) != len(self._buffers):
-            ordered = sorted(self._buffers, key=lambda b: b.start)
-            reach, furthest = [], 0
-            for b in ordered:
-                furthest = max(furthest, b.end)
-                reach.append(furthest)
-            index = self._by_start = ([b.start for b in ordered], ordered, reach)
+            index = self._by_start = reach_index(self._buffers)
         return index
 
     def __contains__(self, ptr: object) -> bool:

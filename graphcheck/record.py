@@ -27,6 +27,7 @@ from types import CodeType
 from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 from . import _warp
+from .buffers import reach_index
 from .params import Address, ArrayRef, ParamSpec, decode, launch_dim
 
 if TYPE_CHECKING:
@@ -571,13 +572,7 @@ class LaunchTrace:
             return None
         index = self._alloc_index
         if index is None or len(index[1]) != len(self.allocations):
-            ordered = sorted(self.allocations, key=lambda a: a.start)
-            reach, furthest = [], 0
-            for alloc in ordered:
-                furthest = max(furthest, alloc.end)
-                reach.append(furthest)
-            index = ([a.start for a in ordered], ordered, reach)
-            self._alloc_index = index
+            index = self._alloc_index = reach_index(self.allocations)
         starts, ordered, reach = index
         best = None
         i = bisect.bisect_right(starts, ptr)
