@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
             status = "ok" if value <= bar else "OVER THE BAR"
             if value > bar:
                 over.append(f"{name}.{figure}")
-            added = figures.get(figure.replace("ratio", "added_us"))
+            added = figures.get(figure.replace("ratio", "added_us")) if "ratio" in figure else None
             cost = f", +{added} us per launch" if added is not None else ""
             print(f"    {figure} = {value} (bar: {bar}{cost}) {status}", flush=True)
     if args.json:
