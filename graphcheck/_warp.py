@@ -1152,7 +1152,7 @@ def kernel_name(kernel: Any) -> str:
 # Parameter layouts
 # --------------------------------------------------------------------------------------
 
-_layout_cache: dict[tuple[int, bool], tuple[tuple[ParamSpec, ...], tuple[int, ...]]] = {}
+_layout_cache: dict[tuple[int, bool], tuple[ParamSpec, ...]] = {}
 
 _HALF_TYPES: dict[Any, ParamKind] = {_types.float16: ParamKind.HALF}
 if hasattr(_types, "bfloat16"):
@@ -1178,33 +1178,13 @@ def kernel_layout(kernel: Any, adjoint: bool = False) -> tuple[ParamSpec, ...]:
     Launch bounds first, then every forward argument, then (adjoint launches) every
     adjoint argument named ``adj_<name>``. Cached per kernel.
     """
-    entry = _layout_cache.get((id(kernel), adjoint))
-    if entry is None:
-        entry = _build_layout(kernel, adjoint)
-    return entry[0]
+    layout = _layout_cache.get((id(kernel), adjoint))
+    if layout is None:
+        layout = _build_layout(kernel, adjoint)
+    return layout
 
 
-def snapshot_plan(kernel: Any, adjoint: bool) -> tuple[int, ...]:
-    """Indices of the parameters whose bytes must be copied at launch time.
-
-    Warp builds scalars, launch bounds and array descriptors afresh for each launch
-    (an array's cached descriptor is replaced, never changed in place), so keeping a
-    reference is as good as a copy. Vectors, matrices and structs are the caller's own
-    live objects: the caller may change them after the launch.
-    """
-    entry = _layout_cache.get((id(kernel), adjoint))
-    if entry is None:
-        entry = _build_layout(kernel, adjoint)
-    return entry[1]
-
-
-_FRESH_KINDS = frozenset(
-    {ParamKind.BOUNDS, ParamKind.ARRAY, ParamKind.INDEXED_ARRAY, ParamKind.SCALAR, ParamKind.BOOL, ParamKind.HALF,
-     ParamKind.BFLOAT16}
-)  # fmt: skip
-
-
-def _build_layout(kernel: Any, adjoint: bool) -> tuple[tuple[ParamSpec, ...], tuple[int, ...]]:
+def _build_layout(kernel: Any, adjoint: bool) -> tuple[ParamSpec, ...]:
     specs = [bounds_spec(kernel)]
     for arg in kernel.adj.args:
         specs.append(_spec(arg.label, arg.type))
@@ -1216,13 +1196,11 @@ def _build_layout(kernel: Any, adjoint: bool) -> tuple[tuple[ParamSpec, ...], tu
                 arg_type = _types.array(dtype=arg_type.dtype, ndim=arg_type.ndim)
             specs.append(_spec(f"adj_{arg.label}", arg_type))
     layout = tuple(specs)
-    plan = tuple(i for i, spec in enumerate(layout) if spec.kind not in _FRESH_KINDS)
-    entry = (layout, plan)
     if getattr(kernel.adj, "kernel_dim", None) is not None:
         # Only cache once Warp has built the kernel: the bounds type depends on its dim.
-        _layout_cache[(id(kernel), adjoint)] = entry
+        _layout_cache[(id(kernel), adjoint)] = layout
         _layout_owners[(id(kernel), adjoint)] = kernel  # keeps id() from being reused
-    return entry
+    return layout
 
 
 _layout_owners: dict[tuple[int, bool], Any] = {}
