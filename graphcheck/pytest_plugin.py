@@ -88,9 +88,10 @@ if TYPE_CHECKING:
 __all__ = ["GraphcheckFixture", "Validation"]
 
 MARKER_HELP = (
-    "graphcheck(allow=(), device=None, reference_call=False): every wp.ScopedCapture in the test must be replay-safe"
+    "graphcheck(allow=(), device=None, reference_call=False, strict_ownership=False): every wp.ScopedCapture in "
+    "the test must be replay-safe"
 )
-MARKER_KEYWORDS = ("allow", "device", "reference_call")
+MARKER_KEYWORDS = ("allow", "device", "reference_call", "strict_ownership")
 
 #: Where a validation came from, as the JSON report and the test report's section name it.
 SOURCE_VALIDATE = "validate"  # graphcheck.validate(fn)
@@ -486,7 +487,9 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     autoguard = AutoGuard(
         allow=allow,
         reference_call=bool(marker.kwargs.get("reference_call", False)),
-        strict_ownership=settings.strict_ownership if settings is not None else False,
+        strict_ownership=bool(
+            marker.kwargs.get("strict_ownership", settings.strict_ownership if settings is not None else False)
+        ),
     )
     try:
         # The with statement exits the AutoGuard however the body ends, so wp.ScopedCapture

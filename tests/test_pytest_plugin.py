@@ -428,3 +428,28 @@ def test_marker_reference_call_compares_the_block_with_an_eager_run(inner: pytes
     result = run_inner(inner, "-rf")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*scalar-drift (1)*"])
+
+
+def test_marker_strict_ownership_reports_device_temporaries(inner: pytest.Pytester):
+    inner.makepyfile(
+        test_strict="""
+        import pytest
+        import warp as wp
+        from tests import producers as P
+
+        @pytest.mark.graphcheck(strict_ownership=True)
+        def test_strict():
+            producer = P.ZerosPerCall("cpu")
+            with wp.ScopedCapture(device="cpu"):
+                producer.step()
+
+        @pytest.mark.graphcheck
+        def test_default():
+            producer = P.ZerosPerCall("cpu")
+            with wp.ScopedCapture(device="cpu"):
+                producer.step()
+        """
+    )
+    result = run_inner(inner, "-rf")
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(["*test_strict*", "*per-call-allocation (1)*"])
