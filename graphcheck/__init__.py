@@ -55,11 +55,11 @@ if TYPE_CHECKING:
         Allocation as Allocation,
         LaunchRecord as LaunchRecord,
         LaunchTrace as LaunchTrace,
-        Site as Site,
         assert_pointers_within as assert_pointers_within,
         assert_same_topology as assert_same_topology,
         trace_launches as trace_launches,
     )
+    from .site import Site as Site
     from .values import verify_replay as verify_replay
 
 # public name -> the module that defines it
@@ -86,7 +86,7 @@ _EXPORTS = {
     "Allocation": "record",
     "LaunchRecord": "record",
     "LaunchTrace": "record",
-    "Site": "record",
+    "Site": "site",
     "assert_pointers_within": "record",
     "assert_same_topology": "record",
     "trace_launches": "record",

@@ -20,8 +20,8 @@ from typing import Any
 
 from ._warnings import GraphCheckWarning
 from .params import ArrayRef
-from .record import Site
 from .schema import relative_path
+from .site import Site
 
 __all__ = [
     "KINDS",

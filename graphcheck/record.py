@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, overload
 from . import _warp
 from .buffers import reach_index
 from .params import Address, ArrayRef, ParamSpec, decode, launch_dim
+from .site import UNKNOWN_SITE, Site, site_of
 
 if TYPE_CHECKING:
     from .buffers import BufferSet
@@ -44,53 +45,6 @@ __all__ = [
     "assert_same_topology",
     "trace_launches",
 ]
-
-
-class Site(NamedTuple):
-    """Where user code called into Warp: the first frame outside Warp and graphcheck.
-
-    Attributes:
-        filename: the file's path.
-        lineno: the line.
-        function: the function's qualified name (``Sim.step``).
-    """
-
-    filename: str
-    lineno: int
-    function: str
-
-    def __str__(self) -> str:
-        return f"{self.filename}:{self.lineno} in {self.function}"
-
-    @property
-    def short(self) -> str:
-        """``file.py:42``, the file's base name and the line."""
-        name = self.filename.replace("\\", "/").rsplit("/", 1)[-1]
-        return f"{name}:{self.lineno}"
-
-
-UNKNOWN_SITE = Site("<unknown>", 0, "<unknown>")
-
-_sites: dict[tuple[CodeType, int], Site] = {}
-
-
-def site_of(code: CodeType | None, lasti: int) -> Site:
-    """The :class:`Site` of instruction offset ``lasti`` in ``code``.
-
-    Recording keeps a frame's ``f_lasti`` (cheap to read) rather than its ``f_lineno``
-    (which scans the line table); the line is looked up here, once per place.
-    """
-    if code is None:
-        return UNKNOWN_SITE
-    site = _sites.get((code, lasti))
-    if site is None:
-        line = code.co_firstlineno
-        for start, end, number in code.co_lines():
-            if start <= lasti < end and number is not None:
-                line = number
-                break
-        site = _sites[(code, lasti)] = Site(code.co_filename, line, getattr(code, "co_qualname", code.co_name))
-    return site
 
 
 #: The kinds of operation a record can hold.

@@ -27,7 +27,7 @@ from . import _warp
 from .buffers import arrays_of
 from .findings import Finding, Report, act, check_on_failure, make_finding
 from .guard import _check_device, capture
-from .record import Site
+from .site import Site
 
 __all__ = ["verify_replay"]
 

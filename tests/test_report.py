@@ -244,3 +244,16 @@ def test_every_kind_s_docs_link_names_a_page_in_the_docs():
     for kind in gc.KINDS:
         assert gc.findings.docs_page(kind).endswith(f"/findings/{kind}.html")
         assert (pages / f"{kind}.md").exists(), kind
+
+
+def test_findings_and_reports_can_be_handled_without_warp():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, graphcheck.findings as f, graphcheck.site as s; "
+        "r = f.Report([f.make_finding('scalar-drift', 'k', site=s.Site('a.py', 1, 'step'))]); "
+        "assert r.status == 'failed' and 'a.py:1' in str(r); "
+        "assert 'warp' not in sys.modules, 'warp was imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
