@@ -201,6 +201,16 @@ class BufferSet:
                 best = b
         return best
 
+    def handle(self, value: Any) -> Buffer | None:
+        """The owned structure whose id ``value`` is (a mesh, hash grid, BVH or volume, which
+        :func:`buffers_of` registers as a one-byte ``<path>.id`` handle), else None."""
+        if type(value) is not int or value <= 0xFFFF:
+            return None
+        hit = self.find(value, 1)
+        if hit is not None and hit.start == value and hit.nbytes == 1 and hit.label.endswith(".id"):
+            return hit
+        return None
+
     def _enclosing(self) -> tuple[list[int], list[Buffer], list[int]]:
         index = self._by_start
         if index is None or len(index[1]) != len(self._buffers):

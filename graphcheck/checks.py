@@ -11,11 +11,12 @@ reported as a per-call allocation is not reported again as drift or as foreign.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from . import _warp
-from .compare import Difference, compare_traces, value_texts
+from .compare import Difference, compare_traces, reused, value_texts
 from .findings import Finding, make_finding
 from .params import Address, ArrayRef, Opaque, ParamKind, ParamSpec
 
@@ -271,11 +272,9 @@ def graph_owned(captured: LaunchTrace, owned: BufferSet | None = None, *, strict
 
 
 def _size(nbytes: int) -> str:
-    for unit in ("bytes", "KiB", "MiB"):
-        if nbytes < 1024 or unit == "MiB":
-            return f"{nbytes} {unit}" if unit == "bytes" else f"{nbytes:.1f} {unit}"
-        nbytes /= 1024  # type: ignore[assignment]
-    return f"{nbytes} bytes"
+    if nbytes < 1024:
+        return f"{nbytes} bytes"
+    return f"{nbytes / 1024:.1f} KiB" if nbytes < 1024**2 else f"{nbytes / 1024**2:.1f} MiB"
 
 
 def held_by_warp(captured: LaunchTrace, reference: LaunchTrace | None) -> dict[int, Allocation]:
@@ -285,16 +284,13 @@ def held_by_warp(captured: LaunchTrace, reference: LaunchTrace | None) -> dict[i
     Warp holds them (its own caches), not the owners; a replay finds them where it left
     them, so they are not ``foreign-buffer``.
     """
-    held: dict[int, Allocation] = {}
-    if reference is None or not reference.allocations:
-        return held
-    for _, record, address in _uses(captured):
-        if captured.allocation_at(address.start, record.seq) is not None:
-            continue
-        alloc = reference.allocation_at(address.start)
-        if alloc is not None and alloc.by_warp and address.start + address.nbytes <= alloc.end:
-            held[address.start] = alloc
-    return held
+    if reference is None:
+        return {}
+    return {
+        address.start: alloc
+        for address, alloc in reused(reference, captured)
+        if alloc.by_warp and address.end <= alloc.end
+    }
 
 
 def ownership(captured: LaunchTrace, owned: BufferSet, held: dict[int, Allocation] | None = None) -> list[Finding]:
@@ -374,8 +370,7 @@ def cuda_rules(captured: LaunchTrace) -> list[Finding]:
     data the graph has not computed yet; a CUDA capture cannot run one at all.
     """
     findings = []
-    for what, site in dict.fromkeys((sync.what, sync.site) for sync in captured.host_syncs):
-        count = sum(1 for sync in captured.host_syncs if (sync.what, sync.site) == (what, site))
+    for (what, site), count in Counter((sync.what, sync.site) for sync in captured.host_syncs).items():
         times = f" ({count} times)" if count > 1 else ""
         findings.append(
             make_finding(

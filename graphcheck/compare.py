@@ -10,15 +10,15 @@ name, arrays by the buffer they point into.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .params import ArrayRef, canonical, values_equal
+from .params import Address, ArrayRef, canonical, values_equal
 
 if TYPE_CHECKING:
     from .buffers import BufferSet
-    from .record import LaunchRecord, LaunchTrace
+    from .record import Allocation, LaunchRecord, LaunchTrace
 
 __all__ = ["Difference", "align", "compare_traces", "topology_keys"]
 
@@ -279,13 +279,9 @@ def _compare(
 
 
 def _handle(buffers: BufferSet | None, value: Any) -> str | None:
-    """The owner path of a structure whose id ``value`` is (see :func:`graphcheck.buffers_of`), else None."""
-    if buffers is None or type(value) is not int or value <= 0xFFFF:
-        return None
-    hit = buffers.find(value, 1)
-    if hit is not None and hit.start == value and hit.nbytes == 1 and hit.label.endswith(".id"):
-        return hit.label
-    return None
+    """The owner path of a structure whose id ``value`` is (see :meth:`BufferSet.handle`), else None."""
+    hit = buffers.handle(value) if buffers is not None else None
+    return hit.label if hit is not None else None
 
 
 def _same(ra: LaunchRecord, rb: LaunchRecord, streams: bool) -> bool:
@@ -426,19 +422,23 @@ class _Comparison:
                 self.runs(index_a, index_b)
 
 
-def _reused_by(trace: LaunchTrace, other: LaunchTrace) -> set[Any]:
-    """The allocations ``trace`` made whose memory ``other``'s operations use without
-    having made it: persistent buffers (a cache filled on a first call), not temporaries."""
+def reused(trace: LaunchTrace, other: LaunchTrace) -> Iterator[tuple[Address, Allocation]]:
+    """``(address, allocation)`` for each address ``other``'s operations use without having
+    made its memory, that lies in an allocation ``trace`` made: a buffer that outlived the
+    call that made it (a cache filled on a first call), not a temporary."""
     if not trace.allocations:
-        return set()
-    reused = set()
+        return
     for record in other.records:
         for address in record.addresses():
             if other.allocation_at(address.start, record.seq) is None:
                 alloc = trace.allocation_at(address.start)
                 if alloc is not None:
-                    reused.add(alloc)
-    return reused
+                    yield address, alloc
+
+
+def _reused_by(trace: LaunchTrace, other: LaunchTrace) -> set[Allocation]:
+    """The allocations ``trace`` made that ``other`` uses too (see :func:`reused`)."""
+    return {alloc for _, alloc in reused(trace, other)}
 
 
 def _body_index(trace: LaunchTrace) -> dict[Any, list[int]]:

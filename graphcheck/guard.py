@@ -120,10 +120,8 @@ def _baked_handles(user: LaunchTrace, owned: BufferSet | None) -> list[_Baked]:
     out = []
     for index, record in enumerate(user.records):
         for name, value in record.args.items():
-            if type(value) is int and value > 0xFFFF:
-                hit = owned.find(value, 1)
-                if hit is not None and hit.start == value and hit.nbytes == 1 and hit.label.endswith(".id"):
-                    out.append(_Baked.at(value, 1, owned, index, record, name))
+            if owned.handle(value) is not None:
+                out.append(_Baked.at(value, 1, owned, index, record, name))
     return out
 
 
