@@ -19,22 +19,16 @@ import sys
 import threading
 from collections.abc import Callable
 from types import CodeType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _warp
 from .nodes import CaptureSpan
+from .operations import Allocation, CapturedParams, HostSync, LaunchRecord, hold, hold_param_sizes
 from .params import ArrayRef
-from .record import (
-    Allocation,
-    CapturedParams,
-    HostSync,
-    LaunchRecord,
-    LaunchTrace,
-    ended,
-    hold,
-    hold_param_sizes,
-    site_of,
-)
+from .site import site_of
+
+if TYPE_CHECKING:
+    from .record import LaunchTrace
 
 # One process-wide order for operations and allocations (next() on a count is atomic).
 _sequence = itertools.count(1)
@@ -152,7 +146,7 @@ class Session:
         return session
 
     # -- delivery -------------------------------------------------------------------------
-    # Only to traces still recording: an ended trace's `_append` drops what it is given
+    # Only to traces still recording: an ended trace's `deliver` drops what it is given
     # (a task spawned inside a trace, or a thread, may outlive it).
 
     def _emit(self, record: LaunchRecord) -> None:
@@ -161,17 +155,12 @@ class Session:
         internal = record.internal
         for trace in self.traces:
             if not internal or trace.include_warp:
-                trace._append(record)
+                trace.deliver(record)
 
     def retract(self, record: LaunchRecord) -> None:
         """Take back a record: the operation failed, so Warp enqueued nothing."""
         for trace in self.traces:
-            items = trace._items
-            for i in range(len(items) - 1, -1, -1):
-                if items[i] is record:
-                    del items[i]
-                    trace._materialized = min(trace._materialized, i)
-                    break
+            trace.retract(record)
 
     def finish(self, record: LaunchRecord, returned: bool) -> None:
         """After Warp's function for ``record`` returned (or raised: nothing was enqueued)."""
@@ -206,7 +195,7 @@ class Session:
                 raw = (hold(kernel), adj is not None, captured, pending[7], id(code), frame.f_lasti, next(_sequence),
                        pending[8])  # fmt: skip
                 for trace in self.traces:
-                    trace._append(raw)
+                    trace.deliver(raw)
                 return
         structs = CapturedParams(bounds_ref._obj, getattr(args_ref, "_obj", None), getattr(adj_ref, "_obj", None))
         self._record_launch(None, list(structs.split()), adj_ref is not None, "cpu", None, None, None)
@@ -446,8 +435,7 @@ class Session:
         code, lasti, _, _ = _caller(sys._getframe(2), what)
         event = HostSync(what, site_of(code, lasti), next(_sequence))
         for trace in self.traces:
-            if trace.recording:
-                trace.host_syncs.append(event)
+            trace.add_host_sync(event)
 
     # -- allocations ----------------------------------------------------------------------
 
@@ -467,8 +455,7 @@ class Session:
             _warp.dtype_name(arr),
         )  # fmt: skip
         for trace in self.traces:
-            if trace.recording:
-                trace.allocations.append(allocation)
+            trace.add_allocation(allocation)
 
 
 # The parameters of wp.capture_if / capture_while that take a body, in order.
@@ -550,7 +537,7 @@ def make_cpu_invoke_hook(original: Callable[..., Any], blocks: bool) -> Callable
                             kept = tuple([bytes(p) for p in params])
                         raw = (block[0], adjoint, kept, pending[7], id(code), frame.f_lasti, next(_sequence))
                         for trace in session.traces:
-                            trace._append(raw)
+                            trace.deliver(raw)
                         return original(kernel, hooks, params, adjoint)
             if session.thread != ident():
                 session = session.rebind()
@@ -558,9 +545,6 @@ def make_cpu_invoke_hook(original: Callable[..., Any], blocks: bool) -> Callable
         return original(kernel, hooks, params, adjoint)
 
     return hook
-
-
-_warp.cpu_invoke_hook_factory = make_cpu_invoke_hook
 
 
 # -- Starting and stopping ----------------------------------------------------------------
@@ -580,7 +564,7 @@ def settle() -> None:
         for trace in [t for t in _recording if not t.recording]:
             _recording.discard(trace)
         if _recording:
-            _warp.HOOKS.install()
+            _warp.HOOKS.install(make_cpu_invoke_hook)
             return
         try:
             _warp.HOOKS.remove()
@@ -591,7 +575,7 @@ def settle() -> None:
 
 def start(trace: LaunchTrace) -> Any:
     """Make ``trace`` record in the current context; returns the token :func:`stop` needs."""
-    trace._append = trace._items.append
+    trace.open()
     try:
         with _lock:
             _recording.add(trace)
@@ -600,17 +584,17 @@ def start(trace: LaunchTrace) -> Any:
         outer = tuple(t for t in current.traces if t.recording) if current is not None else ()
         return _warp.ACTIVE.set(Session((*outer, trace)))
     except BaseException:
-        trace._append = ended
+        trace.close()
         settle()
         raise
 
 
 def stop(trace: LaunchTrace, token: Any) -> None:
     """Undo :func:`start`; removes the hooks when no trace is left anywhere."""
-    trace._append = ended  # first: from here on nothing reaches the trace
+    trace.close()  # first: from here on nothing reaches the trace
     try:
-        if _warp.checkpoint is not None:
-            _warp.checkpoint("stop: trace ended")
+        if _warp.HOOKS.checkpoint is not None:
+            _warp.HOOKS.checkpoint("stop: trace ended")
         if token is not None:
             try:
                 _warp.ACTIVE.reset(token)
@@ -620,7 +604,7 @@ def stop(trace: LaunchTrace, token: Any) -> None:
                 current = _warp.ACTIVE.get()
                 outer = tuple(t for t in current.traces if t.recording) if current is not None else ()
                 _warp.ACTIVE.set(Session(outer) if outer else None)
-        if _warp.checkpoint is not None:
-            _warp.checkpoint("stop: context reset")
+        if _warp.HOOKS.checkpoint is not None:
+            _warp.HOOKS.checkpoint("stop: context reset")
     finally:
         settle()

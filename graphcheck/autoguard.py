@@ -29,8 +29,8 @@ from typing import Any
 from . import _warp
 from .findings import Allow, Report, allowances
 from .guard import CheckedGraph, GraphGuard, InferredOwners, checking_enabled
-from .record import Site, site_of
 from .schema import combined_status
+from .site import Site, site_of
 
 __all__ = ["AutoGuard"]
 

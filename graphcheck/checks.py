@@ -22,7 +22,9 @@ from .params import Address, ArrayRef, Opaque, ParamKind, ParamSpec
 
 if TYPE_CHECKING:
     from .buffers import BufferSet
-    from .record import Allocation, LaunchRecord, LaunchTrace, Site
+    from .operations import Allocation, LaunchRecord
+    from .record import LaunchTrace
+    from .site import Site
 
 __all__ = ["allocations", "drift", "ownership"]
 

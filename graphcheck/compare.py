@@ -18,7 +18,8 @@ from .params import Address, ArrayRef, canonical, values_equal
 
 if TYPE_CHECKING:
     from .buffers import BufferSet
-    from .record import Allocation, LaunchRecord, LaunchTrace
+    from .operations import Allocation, LaunchRecord
+    from .record import LaunchTrace
 
 __all__ = ["Difference", "align", "compare_traces", "topology_keys"]
 

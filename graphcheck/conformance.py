@@ -26,7 +26,8 @@ from typing import Any
 from . import checks
 from .buffers import BufferSet, arrays_of, buffers_of
 from .findings import Finding, Report, act, check_on_failure, make_finding
-from .record import LaunchRecord, LaunchTrace, trace_launches
+from .operations import LaunchRecord
+from .record import LaunchTrace, trace_launches
 from .values import build, check_arguments, check_values, resolve_device, step_of
 
 __all__ = ["check_producer"]

@@ -28,7 +28,8 @@ from .graph import GraphMatch, GraphNode, read_match
 from .params import ArrayRef, expected_cuda_config, field_at
 
 if TYPE_CHECKING:
-    from .record import LaunchRecord, LaunchTrace
+    from .operations import LaunchRecord
+    from .record import LaunchTrace
 
 __all__ = ["CrossCheck", "check", "check_graph"]
 

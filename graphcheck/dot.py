@@ -19,7 +19,7 @@ from .params import ArrayRef
 if TYPE_CHECKING:
     from .graph import GraphMatch
     from .guard import CheckedGraph
-    from .record import LaunchRecord
+    from .operations import LaunchRecord
 
 __all__ = ["to_dot", "write"]
 

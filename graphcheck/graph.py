@@ -33,7 +33,8 @@ from .nodes import CaptureSpan, GraphNode
 from .params import ArrayRef, decode
 
 if TYPE_CHECKING:
-    from .record import LaunchRecord, LaunchTrace
+    from .operations import LaunchRecord
+    from .record import LaunchTrace
 
 __all__ = [
     "CaptureSpan",

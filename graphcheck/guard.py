@@ -31,7 +31,9 @@ from .config import disabled_by_environment
 from .fallback import Fallback, check_fallback, on_failure_with
 from .findings import Allow, Finding, Report, act, allowances, check_on_failure, make_finding
 from .graph import GraphMatch, read_match
-from .record import LaunchRecord, LaunchTrace, Site, site_of, trace_launches
+from .operations import LaunchRecord
+from .record import LaunchTrace, trace_launches
+from .site import Site, site_of
 
 __all__ = ["CheckedGraph", "GraphGuard", "capture", "checking_enabled"]
 

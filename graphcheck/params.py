@@ -6,7 +6,7 @@ their ctypes image, scalars, vectors and matrices as their bytes). A CUDA graph 
 exactly these bytes into each kernel node.
 
 This module is pure data: :class:`ParamSpec` trees (built from a kernel by
-:func:`graphcheck._warp.kernel_layout`), a decoder from bytes back to named values
+:func:`graphcheck.packing.kernel_layout`), a decoder from bytes back to named values
 (:func:`decode`), the name of the field that holds a given byte (:func:`field_at`),
 and the launch configuration the CUDA driver receives for a launch
 (:func:`expected_cuda_config`, Warp's own formula, which Warp computes in C++).
@@ -32,9 +32,7 @@ __all__ = [
     "ParamSpec",
     "decode",
     "expected_cuda_config",
-    "expected_params",
     "field_at",
-    "kernel_layout",
     "values_equal",
 ]
 
@@ -333,41 +331,6 @@ def decode(layout: Sequence[ParamSpec], params: Sequence[bytes]) -> dict[str, An
         else:
             out[f"param{i}"] = Opaque(raw, "hidden parameter")
     return out
-
-
-def expected_params(
-    kernel: Any,
-    dim: Any,
-    inputs: Sequence[Any] = (),
-    outputs: Sequence[Any] = (),
-    device: Any = None,
-    *,
-    adjoint: bool = False,
-    adj_inputs: Sequence[Any] = (),
-    adj_outputs: Sequence[Any] = (),
-) -> tuple[bytes, ...]:
-    """The exact parameter block a ``wp.launch`` with these arguments passes, on any device.
-
-    Computed with Warp's own packing, without launching: launch bounds, then every
-    argument in the kernel's layout (then every adjoint argument). The recorded
-    :attr:`~graphcheck.LaunchRecord.param_bytes` of such a launch equal it byte for byte,
-    and so do the parameters of the kernel node a CUDA capture bakes.
-
-    Example::
-
-        block = expected_params(integrate, n, inputs=[x, v, 0.01], device="cpu")
-        decode(kernel_layout(integrate), block)["dt"]   # 0.01
-    """
-    from . import _warp
-
-    return _warp.pack_params(kernel, dim, inputs, outputs, device, adjoint, adj_inputs, adj_outputs)
-
-
-def kernel_layout(kernel: Any, adjoint: bool = False) -> tuple[ParamSpec, ...]:
-    """A kernel's parameter layout (launch bounds first), for :func:`decode` and :func:`field_at`."""
-    from . import _warp
-
-    return _warp.kernel_layout(kernel, adjoint)
 
 
 def launch_dim(spec: ParamSpec, raw: bytes) -> tuple[int, ...]:

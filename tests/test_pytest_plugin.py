@@ -239,7 +239,7 @@ def test_own_exception_propagates():
 
 def test_nothing_left_behind():
     assert wp.ScopedCapture is _warp.ORIGINAL_SCOPED_CAPTURE
-    assert wp.capture_launch is _warp._ORIGINAL_CAPTURE_LAUNCH
+    assert wp.capture_launch is _warp.ORIGINAL_CAPTURE_LAUNCH
     assert not _warp.hooks_installed()
     assert not _warp.capture_in_progress("cpu")
 

@@ -438,7 +438,8 @@ def test_nan_scalars_compare_equal(cpu):
 
 
 def test_recorded_bytes_equal_warps_own_packing(cpu):
-    from graphcheck.params import decode, expected_params, kernel_layout
+    from graphcheck.packing import expected_params, kernel_layout
+    from graphcheck.params import decode
 
     out = wp.zeros(12, dtype=float, device=cpu)
     p = K.Params()
@@ -453,7 +454,7 @@ def test_recorded_bytes_equal_warps_own_packing(cpu):
 
 
 def test_recorded_adjoint_bytes_equal_warps_own_packing(cpu):
-    from graphcheck.params import expected_params
+    from graphcheck.packing import expected_params
 
     x = wp.array([1.0, 2.0], dtype=float, device=cpu, requires_grad=True)
     y = wp.zeros(2, dtype=float, device=cpu, requires_grad=True)

@@ -4,7 +4,7 @@ Warp itself sees of its caller (issue 10).
 Every race here is made deterministic with barriers and events: a thread is held inside
 Warp by a value whose conversion waits (Warp converts kernel arguments with ``float()``),
 and interrupts are injected at each step of installing and removing the hooks through
-``_warp.checkpoint``, graphcheck's test hook.
+``_warp.HOOKS.checkpoint``, graphcheck's test hook.
 """
 
 import asyncio
@@ -116,12 +116,12 @@ def test_a_thread_inside_a_launch_when_the_hooks_go_finishes_it():
 
 def checkpoint_labels():
     labels = []
-    _warp.checkpoint = labels.append
+    _warp.HOOKS.checkpoint = labels.append
     try:
         with gc.trace_launches():
             pass
     finally:
-        _warp.checkpoint = None
+        _warp.HOOKS.checkpoint = None
     return labels
 
 
@@ -132,7 +132,7 @@ class Interrupt(BaseException):
 def interrupt_at(label):
     def checkpoint(seen):
         if seen == label:
-            _warp.checkpoint = None  # once
+            _warp.HOOKS.checkpoint = None  # once
             raise Interrupt(label)
 
     return checkpoint
@@ -159,13 +159,13 @@ def test_an_interrupt_at_any_step_leaves_no_hook_and_the_next_trace_works(step):
     assert labels
     for label in labels:
         trace = gc.trace_launches()
-        _warp.checkpoint = interrupt_at(label)
+        _warp.HOOKS.checkpoint = interrupt_at(label)
         try:
             with pytest.raises(Interrupt):
                 with trace:
                     pass
         finally:
-            _warp.checkpoint = None
+            _warp.HOOKS.checkpoint = None
         assert not trace.recording, label
         assert not _warp.hooks_installed(), f"hooks left after an interrupt at {label!r}"
         records_one_launch()
@@ -174,9 +174,9 @@ def test_an_interrupt_at_any_step_leaves_no_hook_and_the_next_trace_works(step):
 def test_installing_twice_is_installing_once():
     a, b = arrays()
     with gc.trace_launches() as trace:
-        _warp.HOOKS.install()
+        _warp.HOOKS.install(_session.make_cpu_invoke_hook)
         _warp.HOOKS.state = "partial"  # as after an interrupted install: the next one completes it
-        _warp.HOOKS.install()
+        _warp.HOOKS.install(_session.make_cpu_invoke_hook)
         wp.launch(K.scale, dim=16, inputs=[a, b, 2.0, 1], device="cpu")
         wp.copy(a, b)
     assert [r.kernel for r in trace] == ["tests.kernels.scale", "wp.copy"]
@@ -273,8 +273,10 @@ def traced_and_untraced(fn):
 
 
 def test_warps_allocation_tracker_names_the_users_line():
-    core = _warp._runtime().core
-    report = _warp._context.alloc_tracker_report_text
+    import warp._src.context as warp_context
+
+    core = warp_context.runtime.core
+    report = warp_context.alloc_tracker_report_text
 
     def allocate():
         with wp.ScopedMemoryTracker("graphcheck", print=False):

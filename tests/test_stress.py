@@ -102,10 +102,10 @@ def test_traces_churning_beside_untraced_threads_tasks_and_interrupts():
 
     # The victim is interrupted at one step of installing or removing per round, in turn.
     labels = []
-    _warp.checkpoint = labels.append
+    _warp.HOOKS.checkpoint = labels.append
     with gc.trace_launches():
         pass
-    _warp.checkpoint = None
+    _warp.HOOKS.checkpoint = None
     victim_thread: list[int] = []
     pending_label: list[str] = []
 
@@ -142,7 +142,7 @@ def test_traces_churning_beside_untraced_threads_tasks_and_interrupts():
     threads = [guarded(tracer, w) for w in tracers]
     threads += [guarded(bystander, w) for w in bystanders]
     threads.append(guarded(asyncio_thread))
-    _warp.checkpoint = checkpoint
+    _warp.HOOKS.checkpoint = checkpoint
     try:
         for thread in threads:
             thread.start()
@@ -156,7 +156,7 @@ def test_traces_churning_beside_untraced_threads_tasks_and_interrupts():
         for thread in [*threads, victim_worker_thread]:
             thread.join(TIMEOUT)
     finally:
-        _warp.checkpoint = None
+        _warp.HOOKS.checkpoint = None
     assert not errors, [f"{type(e).__name__}: {e}" for e in errors]
     assert not any(t.is_alive() for t in threads)
     assert not wrong, wrong

@@ -14,13 +14,13 @@ import graphcheck as gc
 from graphcheck import _warp
 from tests import kernels as K
 
-INSTALLED = _warp._release(wp.__version__)
+INSTALLED = _warp.release(wp.__version__)
 NEWER = "warp-lang {} is newer than the releases graphcheck was tested with (1.15 to 1.19)"
 
 
 def test_the_tested_releases_are_1_15_to_1_19():
     assert gc.TESTED_WARP_VERSIONS == ("1.15.0", "1.16.0", "1.17.0", "1.18.0", "1.19.0")
-    assert min(_warp.WARP_INTERNALS.values()) == _warp._release(gc.TESTED_WARP_VERSIONS[0])
+    assert min(_warp.WARP_INTERNALS.values()) == _warp.release(gc.TESTED_WARP_VERSIONS[0])
 
 
 def test_each_release_calls_for_the_internals_it_introduced():
@@ -84,8 +84,8 @@ def test_a_newer_release_warns_once_and_still_records(monkeypatch):
     lacks = _warp.missing_internals(gc.TESTED_WARP_VERSIONS[-1])
     if lacks:
         pytest.skip(f"warp-lang {wp.__version__} lacks {lacks}, which a release newer than 1.19 would have")
-    monkeypatch.setattr(_warp, "_checked", False)
-    monkeypatch.setattr(_warp, "WARP_VERSION", "1.20.0")
+    monkeypatch.setattr(_warp.version, "_checked", False)
+    monkeypatch.setattr(_warp.version, "WARP_VERSION", "1.20.0")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         traces = [record_one_launch() for _ in range(2)]
@@ -95,7 +95,7 @@ def test_a_newer_release_warns_once_and_still_records(monkeypatch):
 
 
 def test_a_missing_internal_fails_clearly_at_the_first_trace(monkeypatch):
-    monkeypatch.setattr(_warp, "_checked", False)
+    monkeypatch.setattr(_warp.version, "_checked", False)
     monkeypatch.setitem(_warp.WARP_INTERNALS, "context.invoke_on_the_moon", (1, 15))
     expected = (
         rf"graphcheck cannot record on warp-lang {wp.__version__}: warp\._src\.context\.invoke_on_the_moon is "
@@ -110,8 +110,8 @@ def test_a_missing_internal_fails_clearly_at_the_first_trace(monkeypatch):
 
 
 def test_a_release_older_than_the_oldest_tested_fails_clearly(monkeypatch):
-    monkeypatch.setattr(_warp, "_checked", False)
-    monkeypatch.setattr(_warp, "WARP_VERSION", "1.14.0")
+    monkeypatch.setattr(_warp.version, "_checked", False)
+    monkeypatch.setattr(_warp.version, "WARP_VERSION", "1.14.0")
     with pytest.raises(gc.UnsupportedWarpError, match=r"warp-lang 1\.14\.0: it is older than the releases"):
         record_one_launch()
     assert not _warp.hooks_installed()

@@ -1,0 +1,130 @@
+"""Captures and graphs: Warp's own capture API, whatever a front end has patched in its
+place, and what a captured graph holds."""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from typing import Any
+
+import warp as wp
+
+from .version import _runtime
+
+# Captures and graphs
+# --------------------------------------------------------------------------------------
+
+
+#: Warp's own ScopedCapture and capture_launch, whatever :func:`patch_capture_api` has put
+#: in their place.
+ORIGINAL_SCOPED_CAPTURE = wp.ScopedCapture
+ORIGINAL_CAPTURE_LAUNCH = wp.capture_launch
+
+
+def scoped_capture(device: Any, **options: Any) -> Any:
+    """A real ``wp.ScopedCapture`` on ``device`` with the caller's options."""
+    return ORIGINAL_SCOPED_CAPTURE(device=device, **options)
+
+
+def capture_launch(graph: Any, stream: Any = None) -> None:
+    """Replay a graph with Warp's own ``wp.capture_launch``, even while the capture API is
+    patched (:func:`patch_capture_api`)."""
+    ORIGINAL_CAPTURE_LAUNCH(graph, stream=stream)
+
+
+def capture_in_progress(device: Any) -> bool:
+    """Whether a Warp capture is open on ``device`` (its current stream for CUDA)."""
+    device = _runtime().get_device(device)
+    if device.is_cpu:
+        return _runtime()._apic_capture is not None
+    return bool(device.captures)
+
+
+def abort_capture(device: Any) -> None:
+    """End a capture a failed block left open, discarding its graph."""
+    device = _runtime().get_device(device)
+    if capture_in_progress(device):
+        try:
+            wp.capture_end(device=device)
+        except Exception:  # the capture was already invalid: ending it is all we want
+            pass
+
+
+#: Warp's own capture_begin and capture_end, whatever :func:`patch_capture_api` has put in their place.
+ORIGINAL_CAPTURE_BEGIN = wp.capture_begin
+ORIGINAL_CAPTURE_END = wp.capture_end
+
+
+def patch_capture_api(
+    scoped_capture: type,
+    capture_launch: Callable[..., Any],
+    capture_begin: Callable[..., Any] | None = None,
+    capture_end: Callable[..., Any] | None = None,
+) -> Callable[[], None]:
+    """Put ``scoped_capture``, ``capture_launch`` (and ``capture_begin`` / ``capture_end``)
+    where programs look them up.
+
+    Replaces ``wp.ScopedCapture`` (also ``warp.utils.ScopedCapture``), ``wp.capture_launch``,
+    ``wp.capture_begin`` and ``wp.capture_end``; code that bound them before the patch is
+    not reached.
+
+    Returns:
+        A function that puts Warp's own back.
+    """
+    import warp.utils as public_utils
+    from warp._src import utils as private_utils
+
+    targets = [(wp, "ScopedCapture", scoped_capture), (wp, "capture_launch", capture_launch)]
+    if capture_begin is not None and capture_end is not None:
+        targets += [(wp, "capture_begin", capture_begin), (wp, "capture_end", capture_end)]
+    for module in (public_utils, private_utils):
+        if getattr(module, "ScopedCapture", None) is ORIGINAL_SCOPED_CAPTURE:
+            targets.append((module, "ScopedCapture", scoped_capture))
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in targets]
+    for owner, name, value in targets:
+        setattr(owner, name, value)
+
+    def restore() -> None:
+        for owner, name, value in saved:
+            setattr(owner, name, value)
+
+    return restore
+
+
+def graph_handle(graph: Any) -> int | None:
+    """The raw ``cudaGraph_t`` of a Warp Graph, or None (CPU graphs, external captures)."""
+    handle = getattr(graph, "graph", None)
+    if isinstance(handle, ctypes.c_void_p):
+        return handle.value
+    return None
+
+
+def graph_device(graph: Any) -> Any:
+    return getattr(graph, "device", None)
+
+
+def graph_module_execs(graph: Any) -> list[Any]:
+    return list(getattr(graph, "module_execs", ()) or ())
+
+
+def cuda_function_map(graph: Any) -> dict[int, tuple[str, bool]]:
+    """CUfunction handle -> (kernel name, adjoint) for every kernel a graph retains."""
+    out: dict[int, tuple[str, bool]] = {}
+    for module_exec in graph_module_execs(graph):
+        for name, hooks in getattr(module_exec, "kernel_hooks", {}).items():
+            if isinstance(hooks.forward, int):
+                out[hooks.forward] = (str(name), False)
+            if isinstance(hooks.backward, int):
+                out[hooks.backward] = (str(name), True)
+    return out
+
+
+def kernel_function(kernel: Any, device: Any, block_dim: int, adjoint: bool = False) -> int | None:
+    """The CUfunction a launch of ``kernel`` at ``block_dim`` uses on a CUDA device."""
+    device = _runtime().get_device(device)
+    if not device.is_cuda:
+        return None
+    module_exec = kernel.module.load(device, block_dim)
+    hooks = module_exec.get_kernel_hooks(kernel)
+    handle = hooks.backward if adjoint else hooks.forward
+    return int(handle) if handle else None

@@ -1,0 +1,567 @@
+"""The hooks graphcheck puts into Warp, and the one object that installs and removes them.
+
+While a trace is active, every operation Warp enqueues passes a hook that reports it to
+the recording session of the current context (:mod:`graphcheck._session`).
+
+The interposition points (Warp 1.15 to 1.19; what differs: see ``WARP_INTERNALS``):
+
+============================  ====================================================
+``context.launch``            woven: the function's code object is replaced by
+                              Warp's own source compiled again with a prologue and
+                              an epilogue, so ``wp.launch``, ``launch_tiled``,
+                              adjoint copies and a ``launch`` bound early by
+                              ``from warp import launch`` all pass, and no
+                              graphcheck frame stands between the caller and Warp
+``context.copy``              woven, the same way: ``wp.copy``, ``array.assign``,
+                              ``clone`` and the second copy Warp makes for gradients
+``Launch.launch``             woven: ``wp.Launch`` replays
+``context.invoke``            module globals: the CPU launch, with the exact
+``invoke_cpu_blocks``         parameter objects Warp passes (the second: 1.18+)
+``core.wp_cpu_launch_kernel`` ctypes attribute: CPU launches inside a capture
+``core.wp_cuda_launch_kernel`` ctypes attribute: every CUDA launch
+``array.zero_`` / ``fill_``   class attributes: memsets and fills
+``capture_if``                module attributes (also ``wp.``): conditional
+``capture_while``             graphs, their bodies' operations marked nested
+``context.capture_resume``    module global: the body graphs those two capture into
+``array.numpy``               readbacks and synchronisations (class and module
+``synchronize*``              attributes): a CPU capture runs them, a CUDA one cannot
+``array._init_new``           woven: allocations, arrays made from data (Warp's
+``_init_from_data``           allocation tracker names the first frame outside Warp)
+``core.wp_<native helper>``   ctypes attributes: sort, scan, reductions, hash grid,
+                              BVH and mesh builds, recorded as opaque operations
+============================  ====================================================
+
+Hooks are installed while at least one trace is active anywhere in the process and
+removed when the last one ends: while nothing is recorded, Warp runs untouched.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+import sys
+import threading
+import types
+from collections.abc import Callable
+from typing import Any
+
+import warp as wp
+import warp._src.context as _context
+import warp._src.types as _types
+
+from .objects import stream_handle
+from .version import _COPY_INTENT, _CPU_INVOKERS, _LAUNCH_INTENT, _NATIVE_HELPER, _fail, _runtime, check_warp
+
+# --------------------------------------------------------------------------------------
+# Sessions: who records in this context
+# --------------------------------------------------------------------------------------
+
+#: The recording session of the current context (thread or task), or None. A session is
+#: used by one thread only: a thread that inherits another's context (``asyncio.to_thread``)
+#: gets its own (:func:`current_session`), so a call in progress is never another thread's.
+ACTIVE: contextvars.ContextVar[Any] = contextvars.ContextVar("graphcheck_session", default=None)
+
+LAUNCH, REPLAY = "launch", "replay"
+
+_get_ident = threading.get_ident
+
+
+def current_session() -> Any:
+    """The recording session of the current context and thread, or None."""
+    session = ACTIVE.get()
+    if session is not None and session.thread != _get_ident():
+        session = session.rebind()
+    return session
+
+
+# --------------------------------------------------------------------------------------
+# Hooks: how they go in and out
+# --------------------------------------------------------------------------------------
+#
+# Every change graphcheck makes to Warp is a _Patch: an attribute of a module, class or
+# ctypes library set to a hook, or a function's code object set to a woven copy of its
+# own source. One object, HOOKS, owns them all and undoes them in one loop. Setting
+# either way is idempotent (a patch knows Warp's original by name and never wraps
+# whatever happens to be there), so an interrupt at any step leaves a state the next
+# install or removal completes, and installing twice is the same as installing once.
+#
+# A hook stays callable after it is removed: a thread still inside one forwards to Warp,
+# whose original it holds for good; a woven function's globals (the few `_graphcheck_*`
+# names in Warp's module) stay too, inert, for a thread still running its old code.
+
+
+class _Patch:
+    """One attribute of Warp set to a hook; ``original`` is Warp's own value."""
+
+    __slots__ = ("label", "name", "original", "owner", "replacement")
+
+    def __init__(self, label: str, owner: Any, name: str, replacement: Any) -> None:
+        self.label = label
+        self.owner = owner
+        self.name = name
+        self.original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+        self.replacement = replacement
+
+    def apply(self) -> None:
+        setattr(self.owner, self.name, self.replacement)
+
+    def undo(self) -> None:
+        setattr(self.owner, self.name, self.original)
+
+    def in_place(self) -> bool:
+        owner, name = self.owner, self.name
+        current = owner.__dict__.get(name) if isinstance(owner, type) else getattr(owner, name, None)
+        return current is self.replacement
+
+
+class Hooks:
+    """Every hook graphcheck puts into Warp, installed and removed as one.
+
+    Attributes:
+        state: ``"out"``, ``"in"``, or ``"partial"`` while (or after an interrupted)
+            install or removal.
+        checkpoint: a test hook, called with each step's label before the step (``"install
+            wp.launch"``, ``"stop: trace ended"``) to inject an interrupt there; None in use.
+    """
+
+    def __init__(self) -> None:
+        self._patches: list[_Patch] | None = None
+        self.state = "out"
+        self.checkpoint: Callable[[str], None] | None = None
+
+    def install(self, cpu_invoke: Callable[[Callable[..., Any], bool], Callable[..., Any]]) -> None:
+        """Put every hook in place (nothing happens when they already are).
+
+        Args:
+            cpu_invoke: makes the hook for Warp's CPU ``invoke`` from the original and
+                whether it is ``invoke_cpu_blocks``; the recording session supplies it,
+                since it holds the recording fast path every eager CPU launch passes.
+        """
+        if self.state == "in":
+            return
+        check_warp()
+        patches = self._plan(cpu_invoke)
+        self.state = "partial"
+        for patch in patches:
+            if self.checkpoint is not None:
+                self.checkpoint(f"install {patch.label}")
+            patch.apply()
+        self.state = "in"
+
+    def remove(self) -> None:
+        """Put Warp's own back everywhere (nothing happens when nothing is installed)."""
+        if self.state == "out":
+            return
+        self.state = "partial"
+        for patch in reversed(self._patches or ()):
+            if self.checkpoint is not None:
+                self.checkpoint(f"remove {patch.label}")
+            patch.undo()
+        self.state = "out"
+
+    def left_behind(self) -> list[str]:
+        """Labels of the hooks in place right now."""
+        return [p.label for p in self._patches or () if p.in_place()]
+
+    def _plan(self, cpu_invoke: Callable[[Callable[..., Any], bool], Callable[..., Any]]) -> list[_Patch]:
+        if self._patches is None:
+            self._patches = _plan_patches(cpu_invoke)
+        return self._patches
+
+
+HOOKS = Hooks()
+
+
+def hooks_installed() -> bool:
+    """Whether any graphcheck hook is in place right now."""
+    return HOOKS.state != "out" or bool(HOOKS.left_behind())
+
+
+def _plan_patches(cpu_invoke: Callable[[Callable[..., Any], bool], Callable[..., Any]]) -> list[_Patch]:
+    core = _runtime().core
+    patches: list[_Patch] = []
+
+    def attr(label: str, owner: Any, name: str, hook: Any) -> None:
+        patches.append(_Patch(label, owner, name, hook))
+
+    def weave(label: str, fn: Any, prologue: str, on_error: str, finally_: str) -> None:
+        patches.append(_Patch(label, fn, "__code__", _weave(fn, prologue, on_error, finally_)))
+
+    for name, value in _WOVEN_GLOBALS.items():  # stay in place for good (see above)
+        _context.__dict__[name] = value
+        _types.__dict__[name] = value
+
+    # Kernel launches: the Python entry points, for what the user asked. Woven, so that
+    # Warp sees the caller it sees without graphcheck (the Tape's caller metadata, the
+    # stack level of its warnings) and `from warp import launch` is reached too.
+    weave("wp.launch", _context.launch, _LAUNCH_PROLOGUE, "", _PENDING_EPILOGUE)
+    # wp.launch_tiled resolves its block size (1 on the CPU) before it calls launch: the
+    # size the user asked for is known only here, and a CUDA graph bakes it.
+    weave("wp.launch_tiled", _context.launch_tiled, _TILED_PROLOGUE, "", _TILED_EPILOGUE)
+    weave("wp.Launch.launch", _context.Launch.launch, _REPLAY_PROLOGUE, "", _PENDING_EPILOGUE)
+
+    # Kernel launches: where the parameter block leaves Python.
+    for name, blocks in _CPU_INVOKERS:
+        attr(name, _context, name, cpu_invoke(getattr(_context, name), blocks))
+    attr("wp_cpu_launch_kernel", core, "wp_cpu_launch_kernel", _make_cpu_capture_launch_hook(core.wp_cpu_launch_kernel))
+    attr("wp_cuda_launch_kernel", core, "wp_cuda_launch_kernel", _make_cuda_launch_hook(core.wp_cuda_launch_kernel))
+
+    # Copies (woven: Warp names the copy's caller in its write-after-read warning), memsets, fills.
+    weave("wp.copy", _context.copy, _op_prologue("copy", _COPY_INTENT), _OP_ON_ERROR, _OP_EPILOGUE)
+    for cls in (_types.array, _types.noncontiguous_array_base):
+        for method in ("zero_", "fill_"):
+            original = cls.__dict__[method]
+            attr(f"{cls.__name__}.{method}", cls, method, _make_memset_hook(method, original))
+
+    # Conditional graphs: their bodies run as often as the data says when eager.
+    for name in ("capture_if", "capture_while"):
+        original = getattr(_context, name)
+        conditional = _make_conditional_hook(name, original)
+        attr(name, _context, name, conditional)
+        if getattr(wp, name, None) is original:
+            attr(f"wp.{name}", wp, name, conditional)
+    attr("capture_resume", _context, "capture_resume", _make_capture_resume_hook(_context.capture_resume))
+
+    # Readbacks and synchronisation: a CPU capture runs them, a CUDA capture cannot.
+    for cls, method in ((_types.array, "numpy"), (_types.noncontiguous_array_base, "numpy")):
+        attr(f"{cls.__name__}.{method}", cls, method, _host_sync_hook(f"array.{method}()", vars(cls)[method]))
+    for name in _SYNCHRONIZE:
+        original = getattr(_context, name)
+        synchronize = _host_sync_hook(f"wp.{name}()", original)
+        attr(name, _context, name, synchronize)
+        if getattr(wp, name, None) is original:
+            attr(f"wp.{name}", wp, name, synchronize)
+
+    # Allocations (woven: Warp's allocation tracker names the first frame outside Warp).
+    init_new, init_from_data = _types.array.__dict__["_init_new"], _types.array.__dict__["_init_from_data"]
+    weave("array._init_new", init_new, _op_prologue("init_new", ("self",)), _OP_ON_ERROR, _OP_EPILOGUE)
+    weave(
+        "array._init_from_data", init_from_data, _op_prologue("init_from_data", ("self",)), _OP_ON_ERROR, _OP_EPILOGUE
+    )
+
+    # Warp's native helpers (sort, scan, reductions, spatial structures).
+    for name in dir(core):
+        match = _NATIVE_HELPER.match(name)
+        if match:
+            original = getattr(core, name)
+            attr(name, core, name, _make_native_hook(name, original, match["where"] == "device"))
+    return patches
+
+
+# -- Weaving: a Warp function's own source with a prologue and an epilogue ---------------------
+#
+# The woven function is Warp's function compiled again from Warp's own file, with its
+# filename and line numbers: tracebacks, warnings and every stack walk Warp makes see
+# the frames they see without graphcheck. Only the function's code object changes; its
+# defaults, globals and identity stay.
+
+_LAUNCH_PROLOGUE = """
+_graphcheck_session = _graphcheck_active.get()
+if _graphcheck_session is not None:
+    if _graphcheck_session.thread != _graphcheck_ident():
+        _graphcheck_session = _graphcheck_session.rebind()
+    _graphcheck_session.pending = (_graphcheck_launch, _graphcheck_getframe(1), {intent})
+""".format(intent=", ".join(_LAUNCH_INTENT))
+
+_REPLAY_PROLOGUE = """
+_graphcheck_session = _graphcheck_active.get()
+if _graphcheck_session is not None:
+    if _graphcheck_session.thread != _graphcheck_ident():
+        _graphcheck_session = _graphcheck_session.rebind()
+    _graphcheck_session.pending = (_graphcheck_replay, _graphcheck_getframe(1), self)
+"""
+
+_TILED_PROLOGUE = """
+_graphcheck_session = _graphcheck_active.get()
+if _graphcheck_session is not None:
+    if _graphcheck_session.thread != _graphcheck_ident():
+        _graphcheck_session = _graphcheck_session.rebind()
+    _graphcheck_session.tiled = kwargs.get("block_dim")
+"""
+
+_TILED_EPILOGUE = """
+if _graphcheck_session is not None:
+    _graphcheck_session.tiled = None
+"""
+
+# A pending call never nests (a launch or a replay issues no other), so ending one clears it.
+_PENDING_EPILOGUE = """
+if _graphcheck_session is not None:
+    _graphcheck_session.pending = None
+"""
+
+
+def _op_prologue(name: str, args: tuple[str, ...]) -> str:
+    # `_graphcheck_op` is None or a callable told whether Warp's function returned (True)
+    # or raised (False): a failed operation enqueued nothing.
+    return f"""
+_graphcheck_op = None
+if _graphcheck_active.get() is not None:
+    _graphcheck_op = _graphcheck_enter_{name}({", ".join(args)}, _graphcheck_getframe(1))
+"""
+
+
+_OP_ON_ERROR = """
+if _graphcheck_op is not None:
+    _graphcheck_op, _graphcheck_failed = None, _graphcheck_op
+    _graphcheck_failed(False)
+"""
+_OP_EPILOGUE = """
+if _graphcheck_op is not None:
+    _graphcheck_op(True)
+"""
+
+
+def _weave(fn: Any, prologue: str, on_error: str, epilogue: str) -> types.CodeType:
+    """``fn``'s code, recompiled from Warp's source as ``prologue; try: body except: on_error;
+    raise finally: epilogue``.
+
+    Raises:
+        UnsupportedWarpError: when the source is not available or the result would not be
+            the same function.
+    """
+    import ast
+
+    code = fn.__code__
+    try:
+        lines, first = inspect.getsourcelines(fn)
+    except (OSError, TypeError) as exc:
+        raise _fail(f"the source of warp {code.co_qualname} is not available ({exc})") from None
+    qualname = code.co_qualname.split(".")
+    # A method is compiled inside a class of its class's name, for private name mangling.
+    head = f"class {qualname[-2]}:\n" if len(qualname) == 2 else ""
+    if len(qualname) > 2 or (head and not lines[0].startswith("    ")) or (not head and lines[0][0].isspace()):
+        raise _fail(f"warp {code.co_qualname} is not a module function or a method")
+    tree = ast.parse(head + "".join(lines))
+    ast.increment_lineno(tree, first - 1 - bool(head))
+    node = tree.body[0].body[0] if head else tree.body[0]  # type: ignore[attr-defined]
+    if not isinstance(node, ast.FunctionDef) or node.name != code.co_name:
+        raise _fail(f"the source of warp {code.co_qualname} is not a plain function")
+    node.decorator_list = []
+    body = node.body
+    doc = body[:1] if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) else []
+
+    def statements(text: str) -> list[ast.stmt]:
+        parsed = ast.parse(text).body
+        for stmt in parsed:
+            for sub in ast.walk(stmt):
+                if hasattr(sub, "lineno"):
+                    sub.lineno = sub.end_lineno = node.lineno  # type: ignore[attr-defined]
+                    sub.col_offset = sub.end_col_offset = 0  # type: ignore[attr-defined]
+        return parsed
+
+    handlers = []
+    if on_error:
+        handler = statements("try:\n    pass\nexcept BaseException:\n    pass\n")[0].handlers  # type: ignore[attr-defined]
+        handler[0].body = [*statements(on_error), ast.Raise(lineno=node.lineno, col_offset=0)]
+        handlers = handler
+    guarded = ast.Try(body=body[len(doc):] or [ast.Pass()], handlers=handlers, orelse=[],
+                      finalbody=statements(epilogue))  # fmt: skip
+    guarded.lineno = guarded.end_lineno = node.lineno
+    guarded.col_offset = guarded.end_col_offset = 0
+    node.body = [*doc, *statements(prologue), guarded]
+    ast.fix_missing_locations(tree)
+    import __future__
+
+    compiled = compile(tree, code.co_filename, "exec", flags=__future__.annotations.compiler_flag, dont_inherit=True)
+    namespace: dict[str, Any] = {}
+    exec(compiled, fn.__globals__, namespace)
+    made = namespace[qualname[0]]
+    woven = (made.__dict__[code.co_name] if head else made).__code__
+    same = (
+        woven.co_argcount == code.co_argcount
+        and woven.co_posonlyargcount == code.co_posonlyargcount
+        and woven.co_kwonlyargcount == code.co_kwonlyargcount
+        and woven.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+        == code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+        and (woven.co_flags ^ code.co_flags) & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS) == 0
+        and woven.co_freevars == code.co_freevars
+        and set(code.co_names) <= set(woven.co_names)
+        and woven.co_qualname == code.co_qualname
+    )
+    if not same:
+        raise _fail(f"warp {code.co_qualname} compiled from its source is not the installed function")
+    return woven
+
+
+# --------------------------------------------------------------------------------------
+# Hooks: what they do
+# --------------------------------------------------------------------------------------
+#
+# The hook bodies stay small: while a trace is active every launch of the process passes
+# through them, and those of other threads and tasks leave after one ContextVar lookup.
+# A pending call is (LAUNCH, caller frame, *intent) or (REPLAY, caller frame, command),
+# the intent being _LAUNCH_INTENT's arguments; the frame is held only while the call runs.
+# Each hook holds Warp's original itself, so it forwards to Warp even after its removal.
+
+
+def _make_cpu_capture_launch_hook(original: Any) -> Callable[..., Any]:
+    def wp_cpu_launch_kernel(func: Any, bounds_ref: Any, args_ref: Any, adj_ref: Any, info_ref: Any) -> Any:
+        session = current_session()
+        if session is not None:
+            session.on_cpu_capture_launch(bounds_ref, args_ref, adj_ref)
+        return original(func, bounds_ref, args_ref, adj_ref, info_ref)
+
+    return wp_cpu_launch_kernel
+
+
+def _make_cuda_launch_hook(original: Any) -> Callable[..., Any]:
+    def wp_cuda_launch_kernel(
+        context: Any,
+        func: Any,
+        dim_size: int,
+        max_blocks: int,
+        block_dim: int,
+        grid_stride: int,
+        cluster_dim: int,
+        smem_bytes: int,
+        kernel_params: Any,
+        stream: Any,
+        apic_info: Any,
+    ) -> Any:
+        session = current_session()
+        if session is None:
+            return original(
+                context, func, dim_size, max_blocks, block_dim, grid_stride, cluster_dim, smem_bytes,
+                kernel_params, stream, apic_info,
+            )  # fmt: skip
+        record = session.on_cuda_launch(
+            func, dim_size, max_blocks, block_dim, grid_stride, cluster_dim, smem_bytes, kernel_params, stream
+        )
+        failed = original(
+            context, func, dim_size, max_blocks, block_dim, grid_stride, cluster_dim, smem_bytes,
+            kernel_params, stream, apic_info,
+        )  # fmt: skip
+        if failed:
+            session.retract(record)  # Warp raises its own error; nothing was enqueued
+        else:
+            session.after_cuda_op(record, stream_handle(stream))
+        return failed
+
+    return wp_cuda_launch_kernel
+
+
+def _enter_copy(
+    dest: Any, src: Any, dest_offset: Any, src_offset: Any, count: Any, stream: Any, frame: Any
+) -> Callable[[bool], None] | None:
+    session = current_session()
+    if session is None:
+        return None
+    record = session.on_copy((dest, src, dest_offset, src_offset, count, stream), frame)
+    if record is None:
+        return None
+    return lambda returned: session.finish(record, returned)
+
+
+def _make_memset_hook(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    def hook(self: Any, *args: Any, **kwargs: Any) -> Any:
+        session = current_session()
+        if session is None:
+            return original(self, *args, **kwargs)
+        return session.on_memset(original, name, self, args, kwargs)
+
+    hook.__name__ = hook.__qualname__ = name
+    return hook
+
+
+def _enter_init_new(arr: Any, frame: Any) -> Callable[[bool], None] | None:
+    session = current_session()
+    if session is None:
+        return None
+
+    def done(returned: bool) -> None:
+        if returned:
+            session.on_alloc(arr, "allocated")
+
+    return done
+
+
+def _enter_init_from_data(arr: Any, frame: Any) -> Callable[[bool], None] | None:
+    session = current_session()
+    if session is None:
+        return None
+    before = session.allocations_seen
+    session.uploading += 1  # what Warp allocates in here is filled from host data
+
+    def done(returned: bool) -> None:
+        session.uploading -= 1
+        if returned and session.allocations_seen == before:
+            # Warp wrapped the caller's host memory instead of allocating: still a buffer
+            # that exists only for this call.
+            session.on_alloc(arr, "wrapped")
+
+    return done
+
+
+_SYNCHRONIZE = ("synchronize", "synchronize_device", "synchronize_stream", "synchronize_event")
+
+
+def _host_sync_hook(what: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    """A readback or synchronisation: noted, then done as Warp does it."""
+
+    def hook(*args: Any, **kwargs: Any) -> Any:
+        session = current_session()
+        if session is not None:
+            session.on_host_sync(what)
+        return original(*args, **kwargs)
+
+    hook.__name__ = hook.__qualname__ = getattr(original, "__name__", what)
+    hook.__doc__ = original.__doc__
+    return hook
+
+
+def _make_conditional_hook(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    def hook(condition: Any, *args: Any, **kwargs: Any) -> Any:
+        session = current_session()
+        if session is None:
+            return original(condition, *args, **kwargs)
+        return session.on_conditional(original, name, condition, args, kwargs)
+
+    hook.__name__ = hook.__qualname__ = name
+    hook.__doc__ = original.__doc__
+    return hook
+
+
+def _make_capture_resume_hook(original: Callable[..., Any]) -> Callable[..., Any]:
+    def capture_resume(graph: Any, *args: Any, **kwargs: Any) -> Any:
+        # capture_if / capture_while resume the capture into each body graph: the session
+        # learns the bodies here, Graph branches and bodies without a recorded operation too.
+        result = original(graph, *args, **kwargs)
+        session = current_session()
+        if session is not None:
+            session.on_capture_resume(graph)
+        return result
+
+    capture_resume.__doc__ = original.__doc__
+    return capture_resume
+
+
+def _make_native_hook(name: str, original: Any, on_device: bool) -> Callable[..., Any]:
+    label = name[3:]
+
+    def hook(*args: Any) -> Any:
+        session = current_session()
+        if session is None:
+            return original(*args)
+        return session.on_native(original, label, on_device, args)
+
+    hook.__name__ = name
+    return hook
+
+
+#: What woven functions find in their module's globals.
+_WOVEN_GLOBALS: dict[str, Any] = {
+    "_graphcheck_active": ACTIVE,
+    "_graphcheck_ident": _get_ident,
+    "_graphcheck_getframe": sys._getframe,
+    "_graphcheck_launch": LAUNCH,
+    "_graphcheck_replay": REPLAY,
+    "_graphcheck_enter_copy": _enter_copy,
+    "_graphcheck_enter_init_new": _enter_init_new,
+    "_graphcheck_enter_init_from_data": _enter_init_from_data,
+}
+
+
+# --------------------------------------------------------------------------------------
+# Native helpers' arguments, by role
+# --------------------------------------------------------------------------------------

@@ -1,0 +1,463 @@
+"""What a trace holds: one recorded operation (:class:`LaunchRecord`), one allocation
+(:class:`Allocation`), one readback or synchronisation (:class:`HostSync`).
+
+The recorder (:mod:`graphcheck._session`) makes them; a :class:`graphcheck.LaunchTrace`
+keeps them. Eager CPU launches, the hot path, are kept as raw tuples of ids, bytes and
+numbers and become LaunchRecords only when read (:func:`from_raw`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from types import CodeType
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from . import _warp
+from .params import Address, ArrayRef, ParamSpec, decode, launch_dim
+from .site import UNKNOWN_SITE, Site, site_of
+
+if TYPE_CHECKING:
+    from .nodes import CaptureSpan
+
+__all__ = ["KINDS", "Allocation", "HostSync", "LaunchRecord"]
+
+
+#: The kinds of operation a record can hold.
+KINDS = ("launch", "copy", "memset", "native", "conditional")
+
+
+class LaunchRecord:
+    """One operation Warp enqueued: a kernel launch, a copy, a memset or fill, or a
+    native helper (sort, scan, reduction, spatial-structure build).
+
+    Attributes:
+        kind: ``"launch"``, ``"copy"``, ``"memset"``, ``"native"`` or ``"conditional"``
+            (a ``wp.capture_if`` / ``wp.capture_while``).
+        block_dim: threads per block as Warp resolved it (0 when not a launch).
+        max_blocks: the launch's block cap (0: none).
+        stream: the CUDA stream handle it was enqueued on; None on the CPU.
+        device: ``"cpu"``, ``"cuda:0"``, ...
+        adjoint: whether the backward kernel ran.
+        via: the Warp function the user called (``"launch"``, ``"launch_tiled"``,
+            ``"clone"``, ``"assign"``, ``"backward"``...).
+        internal: whether Warp issued it on its own behalf (the copy inside
+            ``wp.clone``, the memset inside ``wp.zeros``).
+        replay: whether it is the replay of a recorded ``wp.Launch`` command.
+        nested: inside the body of a ``wp.capture_if`` or ``wp.capture_while`` (the
+            conditional itself is a record of kind ``"conditional"``): ``(conditional's
+            seq, branch, iteration)``, the branch being ``"on_true"``, ``"on_false"`` or
+            ``"while_body"``; True for work inside the conditional outside a body; else
+            False.
+        seq: position in the process-wide order of operations and allocations.
+        capture: on CUDA inside a capture, where the capturing stream stood before and
+            after the operation (a :class:`~graphcheck.nodes.CaptureSpan`: the graph and
+            the nodes around the ones it added); else None.
+        tile_block_dim: for ``wp.launch_tiled``, the block size the user asked for (Warp
+            resolves it to 1 on the CPU; a CUDA graph bakes what was asked); else None.
+        cuda: on CUDA, the native launch arguments ``(function, dim_size, max_blocks,
+            block_dim, grid_stride, cluster_dim, smem_bytes)``; else None.
+    """
+
+    __slots__ = (
+        "_args",
+        "_code",
+        "_dim",
+        "_kernel",
+        "_key",
+        "_lasti",
+        "_layout",
+        "_name",
+        "_params",
+        "adjoint",
+        "block_dim",
+        "capture",
+        "cuda",
+        "device",
+        "internal",
+        "kind",
+        "max_blocks",
+        "nested",
+        "replay",
+        "seq",
+        "stream",
+        "tile_block_dim",
+        "via",
+    )
+
+    def __init__(
+        self,
+        kind: str,
+        kernel: Any,
+        adjoint: bool,
+        params: list[Any] | tuple[bytes, ...] | None,
+        args: dict[str, Any] | None,
+        device: str,
+        block_dim: int,
+        max_blocks: int,
+        stream: int | None,
+        code: CodeType | None,
+        lasti: int,
+        via: str,
+        internal: bool,
+        seq: int,
+        replay: bool = False,
+        cuda: tuple[int, ...] | None = None,
+        dim: tuple[int, ...] | None = None,
+    ) -> None:
+        # Positional on purpose: while tracing, a record is built for every launch.
+        # `kernel` is a Warp kernel (launches) or a name; `params` the parameter objects
+        # (or bytes) Warp passed, converted to bytes on first use.
+        self.kind = kind
+        self._kernel: Any = None if isinstance(kernel, str) else kernel
+        self._name: str | None = kernel if isinstance(kernel, str) else None
+        self.adjoint = adjoint
+        self._params = params
+        self._args = args
+        self.device = device
+        self.block_dim = block_dim
+        self.max_blocks = max_blocks
+        self.stream = stream
+        self._code = code
+        self._lasti = lasti
+        self.via = via
+        self.internal = internal
+        self.seq = seq
+        self.replay = replay
+        self.cuda = cuda
+        self._dim = dim
+        self._layout: tuple[ParamSpec, ...] | None = None
+        self._key: tuple[Any, ...] | None = None
+        self.nested: tuple[int, str, int] | bool = False
+        self.tile_block_dim: int | None = None
+        self.capture: CaptureSpan | None = None
+
+    # -- what -----------------------------------------------------------------------------
+
+    @property
+    def kernel(self) -> str:
+        """``"<module>.<key>"`` of a launch's kernel; ``"wp.copy"``, ``"array.zero_"``,
+        ``"array.fill_"``, or a native helper's name (``"radix_sort_pairs_int_host"``)."""
+        name = self._name
+        if name is None:
+            if self._kernel is not None:
+                name = _warp.kernel_name(self._kernel)
+            elif self.cuda:
+                name = f"<function {self.cuda[0]:#x}>"
+            else:
+                name = "<unknown kernel>"
+            self._name = name
+        return name
+
+    @property
+    def kernel_object(self) -> Any:
+        """The Warp kernel of a launch (None for other operations)."""
+        return self._kernel
+
+    @property
+    def dim(self) -> tuple[int, ...]:
+        """Launch dimensions, as the launch bounds Warp passed encode them.
+
+        For a copy, the element count; for a memset, the array's size.
+        """
+        dim = self._dim
+        if dim is None:
+            if self.layout and self._params:
+                dim = launch_dim(self.layout[0], self.param_bytes[0])
+            elif self.cuda:
+                dim = (self.cuda[1],)
+            else:
+                dim = ()
+            self._dim = dim
+        return dim
+
+    @property
+    def param_bytes(self) -> tuple[bytes, ...]:
+        """The exact parameter block Warp passed, one ``bytes`` per parameter.
+
+        The launch bounds come first, then every argument as Warp packed it (then every
+        adjoint argument, for adjoint launches). Empty for copies, memsets and native
+        helpers.
+        """
+        params = self._params
+        if params is None:
+            return ()
+        if type(params) is not tuple:
+            if type(params) is CapturedParams:
+                params = self._params = params.split()
+            else:
+                params = self._params = tuple([p if type(p) is bytes else bytes(p) for p in params])
+        return params
+
+    def same_params(self, other: LaunchRecord) -> bool:
+        """Whether two launches passed byte-identical parameter blocks.
+
+        Cheaper than comparing :attr:`param_bytes`: parameter objects the two launches
+        share (an array's cached descriptor) are equal without being copied.
+        """
+        pa, pb = self._params, other._params
+        if type(pa) is CapturedParams or type(pb) is CapturedParams:
+            return self.param_bytes == other.param_bytes
+        if pa is None or pb is None or len(pa) != len(pb):
+            return pa is pb
+        for x, y in zip(pa, pb):
+            if x is not y and (x if type(x) is bytes else bytes(x)) != (y if type(y) is bytes else bytes(y)):
+                return False
+        return True
+
+    @property
+    def layout(self) -> tuple[ParamSpec, ...]:
+        """The parameter layout of a launch (empty for other operations)."""
+        layout = self._layout
+        if layout is None:
+            kernel = self._kernel
+            layout = _warp.kernel_layout(kernel, self.adjoint) if kernel is not None else ()
+            self._layout = layout
+        return layout
+
+    @property
+    def args(self) -> Mapping[str, Any]:
+        """Every argument by name, decoded from the parameter bytes.
+
+        Arrays are :class:`~graphcheck.ArrayRef` (address, byte extent, shape, strides);
+        scalars are numbers; vectors and matrices are tuples; struct fields are
+        flattened as ``"<argument>.<field>"``. A copy has ``dest``, ``src``,
+        ``dest_offset``, ``src_offset`` and ``count``; a memset ``dest`` and ``value``;
+        a native helper its arguments by role (``keys``, ``count``...).
+        """
+        args = self._args
+        if args is None:
+            args = self._args = decoded(self.layout, self.param_bytes) if self._params is not None else {}
+        return args
+
+    def arrays(self) -> Iterator[tuple[str, ArrayRef]]:
+        """``(argument name, ArrayRef)`` of every non-null array argument."""
+        for name, value in self.args.items():
+            if isinstance(value, ArrayRef) and value.ptr:
+                yield name, value
+
+    def addresses(self) -> Iterator[Address]:
+        """Every address range the operation hands the device, one :class:`Address` each.
+
+        Array data and gradients (``"<argument>.grad"``), struct fields
+        (``"<argument>.<field>"``), an indexed array's index arrays, a native helper's
+        buffers by role (``"keys"``, ``"values"``), the buffers behind a spatial structure.
+        This is graphcheck's one answer to "which memory does this operation use": the
+        ownership check, the replay check and :func:`assert_pointers_within` all ask it.
+        """
+        for name, value in self.args.items():
+            if isinstance(value, ArrayRef):
+                yield from value.addresses(name)
+
+    def pointers(self) -> Iterator[tuple[str, int]]:
+        """``(name, start)`` of every address range (see :meth:`addresses`)."""
+        for address in self.addresses():
+            yield address.arg, address.start
+
+    @property
+    def dest(self) -> ArrayRef | None:
+        """A copy's or memset's destination."""
+        return self.args.get("dest")
+
+    @property
+    def src(self) -> ArrayRef | None:
+        """A copy's source."""
+        return self.args.get("src")
+
+    @property
+    def value(self) -> Any:
+        """A memset's or fill's value."""
+        return self.args.get("value")
+
+    @property
+    def count(self) -> int | None:
+        """A copy's element count."""
+        return self.args.get("count")
+
+    def match_key(self, streams: bool = False) -> tuple[Any, ...]:
+        """Equal for two operations that would bake the same node into a graph: same
+        kernel, direction, block size and exact parameter bytes (copies, memsets: same
+        arguments). With ``streams``, the stream counts too."""
+        key = self._key
+        if key is None:
+            if self.kind == "launch":
+                kernel = self._kernel if self._kernel is not None else self.kernel
+                key = (kernel, self.adjoint, self.block_dim, self.tile_block_dim, self.max_blocks, self.param_bytes)
+            else:
+                key = (self.kind, self.kernel, self.dim, tuple(self.args.items()))
+            self._key = key
+        return (*key, self.stream) if streams else key
+
+    def identity(self) -> tuple[str, Any, bool]:
+        """What must match for two operations to be "the same operation": kind, kernel
+        and direction."""
+        kernel = self._kernel
+        return (self.kind, kernel if kernel is not None else self.kernel, self.adjoint)
+
+    # -- where ----------------------------------------------------------------------------
+
+    @property
+    def site(self) -> Site:
+        """The user's call site, the first frame outside Warp and graphcheck."""
+        code = self._code
+        if code is None:
+            return UNKNOWN_SITE
+        return site_of(code, self._lasti)
+
+    def __str__(self) -> str:
+        what = f"{self.kernel}{' (adjoint)' if self.adjoint else ''}"
+        return f"{self.kind} {what} dim={self.dim} from {self.site.short}"
+
+    def __repr__(self) -> str:
+        return f"<LaunchRecord {self}>"
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """A buffer Warp allocated (or wrapped from host data) while recording.
+
+    Warp makes memory allocated during a capture graph-owned (a CUDA memory pool
+    allocation the graph keeps, a CPU capture's retained buffer): a temporary whose
+    content is produced on the device is valid on every replay. One whose content comes
+    from host memory that lives only for the call is not: the graph re-reads that memory
+    (or keeps the capture-time copy) while an eager call would read new data.
+
+    Attributes:
+        start: its first address.
+        end: one past its last address.
+        device: where it lives.
+        seq: its place in the order of operations (see :attr:`LaunchRecord.seq`).
+        site: the user's call site.
+        via: the Warp function the user called (``"zeros"``, ``"clone"``, ``"array"``...).
+        how: ``"allocated"`` (content produced on the device: ``wp.zeros``, ``wp.empty``,
+            ``wp.clone``...), ``"uploaded"`` (``wp.array(data)`` copied host data into
+            it) or ``"wrapped"`` (host memory Warp aliased without copying).
+        label: what it is: ``"float32[64] on cpu"``.
+        dtype: its element type's name (``"float32"``).
+    """
+
+    start: int
+    end: int
+    device: str
+    seq: int
+    site: Site
+    via: str
+    how: str
+    label: str
+    dtype: str = ""
+
+    def __contains__(self, ptr: object) -> bool:
+        return isinstance(ptr, int) and self.start <= ptr < self.end
+
+    @property
+    def from_host(self) -> bool:
+        """Whether its content comes from host memory (``wp.array(data)``, a wrapped buffer)."""
+        return self.how != "allocated"
+
+    @property
+    def nbytes(self) -> int:
+        """Its size in bytes."""
+        return self.end - self.start
+
+    @property
+    def by_warp(self) -> bool:
+        """Whether Warp made it for itself under a call of the user's (the scratch and caches
+        of ``wp.fem.integrate``, ``HashGrid.build``...) rather than the user asking for an array."""
+        return self.via not in _warp.USER_ALLOCATORS
+
+    def __str__(self) -> str:
+        return f"{self.label} {self.how} at {self.site.short}" + (f" (wp.{self.via})" if self.via else "")
+
+
+class HostSync(NamedTuple):
+    """A readback to the host (``array.numpy()``, ``print(array)``) or a
+    ``wp.synchronize*()`` call made while recording.
+
+    A CPU capture runs it (and reads data the deferred graph has not computed yet); a
+    CUDA capture cannot: Warp raises, or the capture is invalidated.
+
+    Attributes:
+        what: ``"array.numpy()"``, ``"wp.synchronize()"``...
+        site: the user's call site.
+        seq: its place in the order of operations.
+    """
+
+    what: str
+    site: Site
+    seq: int
+
+
+class CapturedParams:
+    """The structs Warp passes to a CPU launch inside a capture, split into parameters
+    (launch bounds, then each argument) only when they are read."""
+
+    __slots__ = ("adjoint", "args", "bounds")
+
+    def __init__(self, bounds: Any, args: Any, adjoint: Any) -> None:
+        self.bounds, self.args, self.adjoint = bounds, args, adjoint
+
+    def split(self) -> tuple[bytes, ...]:
+        params = [bytes(self.bounds)]
+        for struct in (self.args, self.adjoint):
+            if struct is not None:
+                blob = bytes(struct)
+                params.extend(blob[o : o + n] for o, n in _warp.struct_param_slices(type(struct)))
+        return tuple(params)
+
+
+def ended(item: Any) -> None:
+    """Where recording delivers to a trace that is not recording: nowhere."""
+
+
+#: Objects a kept record names by id (kernels and code objects of the recording fast
+#: path), held for good so that an id is never reused; and the parameter sizes of each
+#: held kernel's launches, by ``(id, adjoint)``.
+_held: dict[int, Any] = {}
+_param_slices: dict[tuple[int, bool], tuple[tuple[int, int], ...]] = {}
+
+
+def hold(obj: Any) -> int:
+    """Keep ``obj`` for good; returns its id, by which records name it."""
+    _held.setdefault(id(obj), obj)
+    return id(obj)
+
+
+def hold_param_sizes(kernel: Any, adjoint: bool, sizes: tuple[int, ...]) -> None:
+    """How one parameter block of ``kernel`` splits into parameters."""
+    slices, offset = [], 0
+    for size in sizes:
+        slices.append((offset, offset + size))
+        offset += size
+    _param_slices[(hold(kernel), adjoint)] = tuple(slices)
+
+
+# (id of a layout, parameter bytes) -> (the layout, its decoded arguments). A step launches
+# the same kernel with the same arguments many times (every substep, every iteration):
+# decoding once serves them all. Bounded: cleared when it grows past _DECODED_MAX.
+_decoded_args: dict[tuple[int, tuple[bytes, ...]], tuple[tuple[ParamSpec, ...], dict[str, Any]]] = {}
+_DECODED_MAX = 4096
+
+
+def decoded(layout: tuple[ParamSpec, ...], params: tuple[bytes, ...]) -> dict[str, Any]:
+    key = (id(layout), params)
+    entry = _decoded_args.get(key)
+    if entry is not None and entry[0] is layout:
+        return entry[1]
+    args = decode(layout, params)
+    if len(_decoded_args) >= _DECODED_MAX:
+        _decoded_args.clear()
+    _decoded_args[key] = (layout, args)
+    return args
+
+
+def from_raw(raw: tuple[Any, ...]) -> LaunchRecord:
+    # See graphcheck._session: eager CPU launches (7 items: the parameter block as one
+    # bytes) and CPU launches inside a capture (8 items: the block size asked for last).
+    kernel_id, adjoint, params, max_blocks, code_id, lasti, seq = raw[:7]
+    if type(params) is bytes:
+        params = tuple([params[start:end] for start, end in _param_slices[(kernel_id, adjoint)]])
+    block_dim = _warp.resolve_block_dim("cpu", raw[7]) if len(raw) > 7 else 1
+    return LaunchRecord(
+        "launch", _held[kernel_id], adjoint, params, None, "cpu", block_dim, max_blocks or 0, None, _held[code_id],
+        lasti, "launch", False, seq,
+    )  # fmt: skip
