@@ -1,6 +1,6 @@
 """graphcheck: prove a Warp capture site is replay-safe before you replay it.
 
-The pipeline, one module each:
+The pipeline (read :func:`graphcheck.guard.judge` first), one module each:
 
 1. record (:mod:`graphcheck.record`): every operation Warp enqueues, exactly;
 2. compare (:mod:`graphcheck.compare`): the eager reference call against the capture;
@@ -9,7 +9,7 @@ The pipeline, one module each:
 4. inspect and cross-check (:mod:`graphcheck.graph`, :mod:`graphcheck.crosscheck`): the
    captured CUDA graph's nodes against the record;
 5. report (:mod:`graphcheck.findings`): one finding per cause; and before each replay,
-   :meth:`CheckedGraph.check_replay` (:mod:`graphcheck.guard`).
+   :meth:`CheckedGraph.check_replay` (:mod:`graphcheck.checked`, :mod:`graphcheck.replay`).
 
 Example::
 
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ._warp import TESTED_WARP_VERSIONS as TESTED_WARP_VERSIONS, UnsupportedWarpError as UnsupportedWarpError
     from .autoguard import AutoGuard as AutoGuard
     from .buffers import Buffer as Buffer, BufferSet as BufferSet, buffers_of as buffers_of
+    from .checked import CheckedGraph as CheckedGraph
     from .compare import Difference as Difference
     from .conformance import check_producer as check_producer
     from .findings import (
@@ -45,15 +46,14 @@ if TYPE_CHECKING:
         Report as Report,
     )
     from .guard import (
-        CheckedGraph as CheckedGraph,
         GraphGuard as GraphGuard,
         capture as capture,
         checking_enabled as checking_enabled,
     )
+    from .operations import Allocation as Allocation, LaunchRecord as LaunchRecord
+    from .options import CaptureOptions as CaptureOptions
     from .params import ArrayRef as ArrayRef
     from .record import (
-        Allocation as Allocation,
-        LaunchRecord as LaunchRecord,
         LaunchTrace as LaunchTrace,
         assert_pointers_within as assert_pointers_within,
         assert_same_topology as assert_same_topology,
@@ -78,13 +78,14 @@ _EXPORTS = {
     "GraphCheckError": "findings",
     "GraphCheckWarning": "findings",
     "Report": "findings",
-    "CheckedGraph": "guard",
+    "CheckedGraph": "checked",
+    "CaptureOptions": "options",
     "GraphGuard": "guard",
     "capture": "guard",
     "checking_enabled": "guard",
     "ArrayRef": "params",
-    "Allocation": "record",
-    "LaunchRecord": "record",
+    "Allocation": "operations",
+    "LaunchRecord": "operations",
     "LaunchTrace": "record",
     "Site": "site",
     "assert_pointers_within": "record",
@@ -102,6 +103,7 @@ __all__ = [
     "AutoGuard",
     "Buffer",
     "BufferSet",
+    "CaptureOptions",
     "CheckedGraph",
     "Difference",
     "Finding",

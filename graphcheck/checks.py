@@ -1,8 +1,15 @@
-"""The checks on one capture site, each turning traces into findings.
+"""The host-side checks on one capture site, each turning traces into findings.
 
 - :func:`drift` compares the eager reference call with the captured call;
 - :func:`allocations` finds buffers allocated during the captured call and baked into it;
-- :func:`ownership` finds addresses outside every buffer the owners hold.
+- :func:`ownership` finds addresses outside every buffer the owners hold;
+- :func:`cuda_rules` and :func:`cpu_dropped` find what a CPU capture runs but a CUDA one
+  cannot, or what an older Warp's CPU graph leaves out;
+- :func:`capture_failed` turns a capture Warp could not complete into a finding;
+- :func:`stale_pointers` finds, before a replay, baked addresses the owners no longer hold.
+
+The pipeline (:func:`graphcheck.guard.judge`) runs them in stages, each stage giving an
+:class:`Outcome`: :func:`comparison`, :func:`host_rules`, :func:`owned_by_producer`.
 
 Each cause gives one finding: differences of one argument at one call site are
 grouped, a run of extra or missing operations is one finding, and an address already
@@ -13,16 +20,17 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import _warp
 from .compare import Difference, compare_traces, reused, value_texts
-from .findings import Finding, make_finding
+from .findings import Allow, Finding, Report, make_finding
 from .params import Address, ArrayRef, Opaque, ParamKind, ParamSpec
 
 if TYPE_CHECKING:
     from .buffers import BufferSet
-    from .operations import Allocation, LaunchRecord
+    from .operations import Allocation, Baked, LaunchRecord
     from .record import LaunchTrace
     from .site import Site
 
@@ -481,3 +489,160 @@ def cpu_overloads(captured: LaunchTrace) -> list[str]:
         if len(launched) > 1
         for record in list(launched.values())[:1]
     ]
+
+
+# -- Stages: what the pipeline runs, each giving an Outcome --------------------------------
+
+
+@dataclass
+class Outcome:
+    """What a stage of the checks found, and what it says it did.
+
+    Attributes:
+        findings: what it found.
+        ran: the checks that ran in full (a report's ``checks``).
+        skipped: ``(check, why)`` of the checks that did not run, or ran only in part.
+        notes: what it noticed that is no finding.
+    """
+
+    findings: list[Finding] = field(default_factory=list)
+    ran: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def __iadd__(self, other: Outcome) -> Outcome:
+        self.findings += other.findings
+        self.ran += other.ran
+        self.skipped += other.skipped
+        self.notes += other.notes
+        return self
+
+    def report(self, *, allow: tuple[Allow, ...], name: str, device: str, operations: int) -> Report:
+        return Report(self.findings, allow=allow, name=name, device=device, operations=operations,
+                      checks=self.ran, skipped=self.skipped, notes=self.notes)  # fmt: skip
+
+
+#: Why the comparison and ownership checks did not run at a site that passed before.
+VALIDATED_BEFORE = "validated before in this process (revalidate=True runs it again)"
+
+
+def comparison(
+    reference: LaunchTrace | None, captured: LaunchTrace, owned: BufferSet | None, *, strict: bool,
+    validated_before: bool,
+) -> Outcome:  # fmt: skip
+    """The eager reference call against the captured call (:func:`drift`)."""
+    if reference is not None:
+        uncompared: list[str] = []  # conditional bodies the reference call did not run
+        found = drift(reference, captured, owned, strict=strict, notes=uncompared)
+        return Outcome(found, ["compare"], [("compare", why) for why in uncompared])
+    if validated_before:
+        return Outcome(skipped=[("compare", VALIDATED_BEFORE), ("ownership", VALIDATED_BEFORE)])
+    return Outcome(skipped=[("compare", "no reference call (pass reference=, or use graphcheck.capture)")])
+
+
+def host_rules(captured: LaunchTrace, owned: BufferSet | None, *, strict: bool, device: str) -> Outcome:
+    """What the captured call's own record shows: buffers it allocated, arguments graphcheck
+    could not decode, and on the CPU what a CUDA capture could not do."""
+    out = Outcome(ran=["allocations"])
+    if captured.allocations:
+        out.findings += allocations(captured, owned, strict=strict)
+        temporaries = graph_owned(captured, owned, strict=strict)
+        if temporaries:
+            out.notes.append(temporaries)
+    out.notes += undecoded(captured)
+    if device.startswith("cpu"):
+        out.findings += cuda_rules(captured) + cpu_dropped(captured)
+        out.notes += cpu_overloads(captured)
+    if not len(captured):
+        out.notes.append("the capture recorded no operation: the graph does nothing when replayed")
+    return out
+
+
+def owned_by_producer(
+    captured: LaunchTrace, owned: BufferSet | None, reference: LaunchTrace | None, *, validated_before: bool
+) -> Outcome:
+    """Every address against the owners' buffers (:func:`ownership`), buffers Warp keeps for
+    itself aside."""
+    if owned is None:
+        return Outcome(skipped=[("ownership", "no owners (pass owners=)"),
+                                ("replay", "no owners: replays are not checked")])  # fmt: skip
+    if validated_before:
+        return Outcome()
+    out = Outcome(ran=["ownership"])
+    held = held_by_warp(captured, reference)
+    if held:
+        kept = set(held.values())
+        vias = ", ".join(sorted({f"wp.{a.via}" for a in kept}))
+        out.notes.append(
+            f"{len(kept)} buffer(s) Warp made for itself during the reference call and kept "
+            f"({sum(a.nbytes for a in kept)} bytes, under {vias}) are used: Warp holds them, the owners need not"
+        )
+    out.findings += ownership(captured, owned, held)
+    return out
+
+
+# -- Before a replay -------------------------------------------------------------------------
+
+
+def stale_pointers(baked: Iterable[Baked], owned: BufferSet) -> list[Finding]:
+    """A ``stale-pointer`` for every baked address that lay in an owned buffer at capture
+    and no longer lies in that same buffer (by its label), or no longer fits in it.
+
+    Addresses the owners did not hold at capture were reported then and are not checked.
+    """
+    stale: dict[int, list[Any]] = {}
+    for address in baked:
+        if address.label is None:
+            continue  # not owned at capture: reported then
+        hit = owned.find(address.ptr, address.nbytes) or owned.buffer_at(address.ptr)
+        if hit is None:
+            problem = f"{address.ptr:#x} ({address.label} at capture) is in no buffer the owners hold now"
+        elif address.ptr + address.nbytes > hit.end:
+            problem = (
+                f"{address.ptr:#x} (+{address.nbytes} bytes) no longer fits in {hit.label} "
+                f"({hit.nbytes} bytes now): the buffer was resized"
+            )
+        elif hit.label != address.label:
+            problem = f"{address.ptr:#x} was {address.label} at capture and is {hit.label} now"
+        else:
+            continue
+        # One finding per stale address, however many operations use it.
+        entry = stale.setdefault(address.ptr, [address, hit, problem, 0])
+        entry[3] += 1
+    findings = []
+    for address, hit, problem, uses in stale.values():
+        more = f"; used by {uses - 1} more operation{'s' if uses > 2 else ''}" if uses > 1 else ""
+        findings.append(
+            make_finding(
+                "stale-pointer",
+                address.kernel,
+                kernel=address.kernel,
+                arg=address.arg,
+                index=address.index,
+                site=address.site,
+                reference=address.label,
+                captured=None if hit is None else hit.label,
+                values=problem + more,
+            )
+        )
+    return findings
+
+
+# Warp's own errors when work inside a capture cannot be captured.
+_CAPTURE_ERROR_WORDS = ("capture", "capturing")
+
+
+def is_capture_error(error: BaseException) -> bool:
+    """Whether Warp raised ``error`` because the capture itself failed (raised in Warp's
+    own code, saying so), rather than the user's code raising."""
+    if not isinstance(error, (RuntimeError, NotImplementedError)):
+        return False
+    text = str(error).lower()
+    if not any(word in text for word in _CAPTURE_ERROR_WORDS):
+        return False
+    tb = error.__traceback__
+    last = None
+    while tb is not None:
+        last = tb
+        tb = tb.tb_next
+    return last is not None and _warp.code_kind(last.tb_frame.f_code) == 1

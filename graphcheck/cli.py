@@ -246,10 +246,10 @@ def _warp_and_device(device: str | None, prog: str) -> str | None:
     _warp.check_warp()
     if device is None:
         return None
-    from .guard import _check_device
+    from .guard import check_device
 
     try:
-        return _check_device(device)
+        return check_device(device)
     except ValueError as error:
         raise UsageError(prog, f"--device: {error}") from None
 

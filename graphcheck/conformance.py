@@ -74,7 +74,7 @@ def check_producer(
         raise ValueError(f"calls must be at least 2 to compare calls with the first, got {calls}")
     device = resolve_device(device)
     report = _check(make, calls, device, method)
-    act(report, on_failure, stacklevel=3)
+    act(report, on_failure)
     return report
 
 

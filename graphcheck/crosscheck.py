@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import _warp
 from ._cuda import GraphInspectError
+from .checks import Outcome
 from .findings import Finding, make_finding
 from .graph import GraphMatch, GraphNode, read_match
 from .params import ArrayRef, expected_cuda_config, field_at
@@ -49,6 +50,12 @@ class CrossCheck(NamedTuple):
     def complete(self) -> bool:
         """Whether every node and every operation was checked."""
         return not self.notes
+
+    def outcome(self) -> Outcome:
+        """As a stage of the checks: ``graph`` ran, or ran in part."""
+        if self.complete:
+            return Outcome(list(self.findings), ["graph"])
+        return Outcome(list(self.findings), skipped=[("graph", "the cross-check is partial: " + "; ".join(self.notes))])
 
 
 def _first_difference(a: bytes, b: bytes) -> int:

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from .params import ArrayRef
 
 if TYPE_CHECKING:
+    from .checked import CheckedGraph
     from .graph import GraphMatch
-    from .guard import CheckedGraph
     from .operations import LaunchRecord
 
 __all__ = ["to_dot", "write"]

@@ -18,24 +18,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import _warp
+from ._warnings import user_stacklevel
 from .findings import GraphCheckWarning, Report, logger
+from .options import FALLBACKS, check_fallback
 
 if TYPE_CHECKING:
-    from .guard import CheckedGraph
+    from .checked import CheckedGraph
 
 __all__ = ["FALLBACKS", "Fallback", "check_fallback", "on_failure_with"]
-
-FALLBACKS = ("eager", "recapture")
-
-
-def check_fallback(fallback: str | None) -> str | None:
-    """``fallback`` itself, or a ValueError listing the accepted values."""
-    if fallback is not None and fallback not in FALLBACKS:
-        raise ValueError(
-            f"fallback must be None, 'eager' (call the step instead of replaying a graph that fails its checks) "
-            f"or 'recapture' (capture it again), got {fallback!r}"
-        )
-    return fallback
 
 
 def on_failure_with(on_failure: str, fallback: str | None) -> str:
@@ -59,7 +49,7 @@ class Fallback:
     report: Report | None = None
     recaptures: int = 0
 
-    def launch(self, checked: CheckedGraph, mode: str, stream: Any, stacklevel: int) -> None:
+    def launch(self, checked: CheckedGraph, mode: str, stream: Any) -> None:
         """Replay ``checked``'s graph when it passes its checks; else run ``mode`` in its place."""
         if self.call is None:
             raise ValueError(
@@ -71,11 +61,11 @@ class Fallback:
             if problem is None:
                 _warp.capture_launch(checked.graph, stream=stream)
                 return
-            on_failure = checked._on_failure
+            on_failure = checked.options.on_failure
             if mode == "recapture":
-                _say(self._recapture(checked, problem), on_failure, stacklevel + 1)
+                _say(self._recapture(checked, problem), on_failure)
                 return  # the new capture's reference call was this launch's step
-            _say(self._fall_back(problem, "eager"), on_failure, stacklevel + 1)
+            _say(self._fall_back(problem, "eager"), on_failure)
         fn, args, kwargs = self.call
         fn(*args, **kwargs)
 
@@ -86,7 +76,7 @@ class Fallback:
         self.recaptures += 1
         if fresh.report.findings:
             return self._fall_back(fresh.report, "recapture")
-        checked._adopt(fresh)
+        checked.adopt(fresh)
         return f"graphcheck: {problem.name} was captured again (fallback='recapture'), because:\n{problem}"
 
     def _fall_back(self, problem: Report, mode: str) -> str:
@@ -99,10 +89,10 @@ class Fallback:
         )
 
 
-def _say(message: str, on_failure: str, stacklevel: int) -> None:
+def _say(message: str, on_failure: str) -> None:
     """Say why a site falls back, once, as ``on_failure`` says: a warning where it would raise."""
     if on_failure in ("raise", "warn"):
-        warnings.warn(message, GraphCheckWarning, stacklevel=stacklevel)
+        warnings.warn(message, GraphCheckWarning, stacklevel=user_stacklevel())
     elif on_failure == "log":
         logger.warning("%s", message)
 
@@ -111,9 +101,5 @@ def _problem(checked: CheckedGraph) -> Report | None:
     """The report that keeps ``checked``'s graph from replaying now, or None."""
     if checked.report.findings or checked.graph is None:
         return checked.report
-    if checked.replay_check == "always" or (checked.replay_check == "first" and not checked._replay_checked):
-        replay = checked._replay_report("ignore", 1)  # None: unchanged since a clean check
-        checked._replay_checked = True
-        if replay is not None and replay.findings:
-            return replay
-    return None
+    replay = checked.replay_check_due("ignore")  # None: none due, or unchanged since a clean check
+    return replay if replay is not None and replay.findings else None

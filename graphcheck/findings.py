@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._warnings import GraphCheckWarning
+from ._warnings import GraphCheckWarning, user_stacklevel
 from .params import ArrayRef
 from .schema import relative_path
 from .site import Site
@@ -569,15 +569,16 @@ def check_on_failure(on_failure: str) -> str:
     return on_failure
 
 
-def act(report: Report, on_failure: str, stacklevel: int = 3) -> None:
+def act(report: Report, on_failure: str) -> None:
     """Do what ``on_failure`` says with a report that has findings (a partial or
-    unchecked report is no failure: its status says what did not run)."""
+    unchecked report is no failure: its status says what did not run). A warning names
+    the user's line that called into graphcheck."""
     __tracebackhide__ = True  # pytest shows the user's frame, not this one
     if not report.findings:
         return
     if on_failure == "raise":
         raise GraphCheckError(report)
     if on_failure == "warn":
-        warnings.warn(str(report), GraphCheckWarning, stacklevel=stacklevel)
+        warnings.warn(str(report), GraphCheckWarning, stacklevel=user_stacklevel())
     elif on_failure == "log":
         logger.warning("%s", report)

@@ -20,7 +20,7 @@ from .site import UNKNOWN_SITE, Site, site_of
 if TYPE_CHECKING:
     from .nodes import CaptureSpan
 
-__all__ = ["KINDS", "Allocation", "HostSync", "LaunchRecord"]
+__all__ = ["KINDS", "Allocation", "Baked", "HostSync", "LaunchRecord"]
 
 
 #: The kinds of operation a record can hold.
@@ -385,6 +385,37 @@ class HostSync(NamedTuple):
     what: str
     site: Site
     seq: int
+
+
+@dataclass(frozen=True)
+class Baked:
+    """An address (or structure id) baked into a graph, and what it was at capture time.
+
+    Attributes:
+        ptr: the address.
+        nbytes: the bytes the operation may touch from there (at least 1).
+        label: the owned buffer holding it at capture (``owner.state.x``), or None when
+            the owners did not hold it (reported at capture, not checked again).
+        index: the operation's index in the capture's trace.
+        kernel: the operation's kernel (or copy, memset...).
+        arg: the argument.
+        site: the user's line that issued the operation.
+    """
+
+    ptr: int
+    nbytes: int
+    label: str | None
+    index: int
+    kernel: str
+    arg: str
+    site: Site
+
+    @classmethod
+    def at(cls, ptr: int, nbytes: int, owned: Any, index: int, record: LaunchRecord, arg: str) -> Baked:
+        """``ptr`` as ``record``'s argument ``arg``, labelled by the buffer of ``owned``
+        (a :class:`~graphcheck.BufferSet`, or None) holding it."""
+        hit = owned.find(ptr, nbytes) if owned is not None else None
+        return cls(ptr, max(nbytes, 1), hit.label if hit else None, index, record.kernel, arg, record.site)
 
 
 class CapturedParams:

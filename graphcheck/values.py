@@ -26,7 +26,7 @@ import numpy as np
 from . import _warp
 from .buffers import arrays_of
 from .findings import Finding, Report, act, check_on_failure, make_finding
-from .guard import _check_device, capture
+from .guard import capture, check_device
 from .site import Site
 
 __all__ = ["verify_replay"]
@@ -73,7 +73,7 @@ def step_of(producer: Any, method: str, make: Any) -> Callable[[], Any]:
 
 def resolve_device(device: Any) -> str:
     """The capture device as Warp names it (a clear ValueError for one Warp does not have)."""
-    return _check_device(device)
+    return check_device(device)
 
 
 def site_of_step(step: Callable[..., Any]) -> Site | None:
@@ -379,7 +379,7 @@ def verify_replay(
             f"step 2; got {steps}"
         )
     report = check_values(make, steps, resolve_device(device), method, atol, rtol)
-    act(report, on_failure, stacklevel=3)
+    act(report, on_failure)
     return report
 
 

@@ -722,8 +722,9 @@ def test_the_picture_draws_the_matched_nodes_without_reading_the_graph_again():
     foreign = kernel_node(kernel_struct([b"\x00" * 8], keep, func=0xBEEF), [(0, 8)], handle=0x2, name="other_lib")
     ours = kernel_node(kernel_struct(record.param_bytes, keep), layout_of(record), index=1, deps=(0x2,))
     match = match_nodes([foreign, ours], trace)
-    checked = CheckedGraph(None, Report(), device="cuda:0", owners=None, baked=list, on_failure="ignore",
-                           replay_check="never", trace=trace, graph_match=match)  # fmt: skip
+    options = gc.CaptureOptions(on_failure="ignore", replay_check="never")
+    checked = CheckedGraph(None, Report(), device="cuda:0", owners=None, baked=list, options=options, trace=trace,
+                           graph_match=match)  # fmt: skip
     source = dot.to_dot(checked)
     assert "n2 -> n1;" in source and "#0 scale" in source
     assert 'label="kernel other_lib\\n(foreign)" style="filled" fillcolor="#f4c7c3"' in source

@@ -336,7 +336,7 @@ def test_differences_are_objects():
 def test_warps_internal_operations_are_kept_for_the_graph_but_not_checked():
     sim = P.ZerosPerCall(DEVICE)
     checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), on_failure="ignore", strict_ownership=True)
-    internal = [r for r in checked._full_trace if r.internal]
+    internal = [r for r in checked.full_trace if r.internal]
     assert [(r.kernel, r.via) for r in internal] == [("array.zero_", "zeros")]
     assert len(checked.trace) == checked.report.operations == 2
     assert not any(r.internal for r in checked.trace)

@@ -1,0 +1,198 @@
+"""A captured graph, its verdict, and a launch that checks before it replays.
+
+:class:`CheckedGraph` is what :func:`graphcheck.capture` returns and
+:attr:`graphcheck.GraphGuard.checked` holds. Its :meth:`~CheckedGraph.launch` checks,
+as :attr:`~graphcheck.CaptureOptions.replay_check` says, that every address the graph
+baked still lies in the owned buffer it lay in at capture (:func:`graphcheck.checks.stale_pointers`),
+then replays with Warp's own ``wp.capture_launch``. The full check walks the owners;
+once it passed, an :class:`~graphcheck._owners_probe.OwnersProbe` of the very arrays it
+found answers "unchanged" in microseconds, and only a change walks again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from . import _warp, checks
+from ._owners_probe import OwnersProbe, Unsupported
+from .buffers import BufferSet, buffers_of
+from .fallback import Fallback, check_fallback
+from .findings import Report, act
+from .graph import GraphMatch
+from .operations import Baked
+from .options import CaptureOptions
+from .record import LaunchTrace
+
+__all__ = ["CheckedGraph", "owned_buffers"]
+
+
+def owned_buffers(owners: tuple[Any, ...] | BufferSet | None) -> BufferSet | None:
+    """The buffers ``owners`` hold now, labelled ``owner.<path>`` (``owners[i].<path>``)."""
+    if owners is None or isinstance(owners, BufferSet):
+        return owners
+    return buffers_of(*owners, root=[f"owners[{i}]" for i in range(len(owners))] if len(owners) > 1 else "owner")
+
+
+class CheckedGraph:
+    """A captured graph, its verdict, and a launch that checks before it replays.
+
+    Attributes:
+        graph: the ``wp.Graph`` (None when the capture failed).
+        report: the verdict on the capture site.
+        trace: the operations the captured call recorded (None with checking disabled).
+        full_trace: the same with the operations Warp issued on its own behalf (the
+            memset inside ``wp.zeros``), which made graph nodes too.
+        device: the capture device.
+        options: the :class:`~graphcheck.CaptureOptions` it was captured with.
+        graph_match: on CUDA, the graph's nodes matched to the trace (None when the
+            graph was not read).
+        fallback: what :meth:`launch` runs in place of a graph that fails its checks
+            (:class:`~graphcheck.fallback.Fallback`: ``.mode``, and ``.report`` once it falls back).
+    """
+
+    def __init__(
+        self,
+        graph: Any,
+        report: Report,
+        *,
+        device: str,
+        owners: tuple[Any, ...] | BufferSet | None,
+        baked: Callable[[], list[Baked]],
+        options: CaptureOptions,
+        enabled: bool = True,
+        trace: LaunchTrace | None = None,
+        graph_match: GraphMatch | None = None,
+        fallback: Fallback | None = None,
+    ) -> None:
+        self.graph = graph
+        self.graph_match = graph_match
+        self.fallback = fallback or Fallback(None)
+        self.options = options
+        self.full_trace = trace  # with Warp's internal operations: they made graph nodes too
+        self.trace = trace.user_view() if trace is not None else None
+        self.report = report
+        self.device = device
+        self._owners = owners
+        self._bake = baked  # worked out on the first replay check: most graphs need it once
+        self._baked_addresses: list[Baked] | None = None
+        self._enabled = enabled
+        self._replay_checked = False
+        self._probe: OwnersProbe | None = None  # after a clean full replay check
+
+    @property
+    def ok(self) -> bool:
+        """Whether the capture site passed its checks."""
+        return self.report.ok
+
+    @property
+    def replay_check(self) -> str:
+        """When :meth:`launch` runs :meth:`check_replay` (see :class:`~graphcheck.CaptureOptions`)."""
+        return self.options.replay_check
+
+    @property
+    def baked(self) -> list[Baked]:
+        """Every address and structure id the graph baked (worked out when first asked)."""
+        if self._baked_addresses is None:
+            self._baked_addresses = self._bake()
+        return self._baked_addresses
+
+    def owned_buffers(self) -> BufferSet:
+        """The buffers the owners hold now."""
+        return owned_buffers(self._owners) or BufferSet()
+
+    def check_replay(self, on_failure: str | None = None) -> Report:
+        """Check that every address baked into the graph is still in a live owned buffer.
+
+        Every address that lay in a buffer of the owners at capture must still lie in
+        that same buffer (by its label) and fit in it. A reassigned attribute, a freed
+        scratch array or a resized buffer each give a ``stale-pointer`` finding; contents
+        changed in place are fine. Addresses the owners did not hold at capture were
+        reported then (``foreign-buffer``, ``per-call-allocation``) and are not checked
+        again. On CUDA the addresses are read from the graph's nodes.
+
+        Args:
+            on_failure: ``"raise"``, ``"warn"``, ``"log"`` or ``"ignore"`` (default: as
+                the graph was captured with).
+
+        Returns:
+            The replay :class:`Report`.
+
+        Raises:
+            GraphCheckError: with ``on_failure="raise"``, when an address is stale.
+            RuntimeError: when the capture failed and there is no graph.
+        """
+        __tracebackhide__ = True
+        name, device = self.report.name, self.device
+        if not self._enabled:
+            return Report(name=name, device=device, skipped=[("replay", "checking disabled by GRAPHCHECK_DISABLE")])
+        if self.graph is None:
+            raise RuntimeError(f"there is no graph to replay: the capture failed.\n{self.report}")
+        if self._owners is None:
+            return Report(
+                name=name, device=device, skipped=[("replay", "no owners to check the graph's addresses against")]
+            )
+        findings = checks.stale_pointers(self.baked, self.owned_buffers())
+        report = Report(findings, allow=self.options.allow, name=name, device=device,
+                        operations=self.report.operations, checks=["replay"])  # fmt: skip
+        act(report, on_failure or self.options.on_failure)
+        return report
+
+    def launch(self, stream: Any = None, *, fallback: str | None = None) -> None:
+        """Check before replaying (as :attr:`replay_check` says), then ``wp.capture_launch``.
+
+        Args:
+            stream: passed to ``wp.capture_launch``.
+            fallback: ``"eager"`` or ``"recapture"``: what to do instead of replaying a graph
+                whose checks failed (None: as the graph was captured with; see
+                :mod:`graphcheck.fallback`).
+
+        Raises:
+            GraphCheckError: when the check fails and the graph was captured with
+                ``on_failure="raise"`` and no fallback; the graph is then not launched.
+        """
+        mode = check_fallback(fallback) or self.fallback.mode
+        if mode is not None and self._enabled:
+            self.fallback.launch(self, mode, stream)
+            return
+        if self.graph is None:
+            raise RuntimeError(f"there is no graph to launch: the capture failed.\n{self.report}")
+        if self._enabled:
+            self.replay_check_due(None)
+        _warp.capture_launch(self.graph, stream=stream)
+
+    def replay_check_due(self, on_failure: str | None) -> Report | None:
+        """The replay check :attr:`replay_check` calls for before this launch, if any: None
+        when none is due, or nothing changed since a clean one."""
+        mode = self.options.replay_check
+        if mode == "never" or (mode == "first" and self._replay_checked):
+            return None
+        self._replay_checked = True
+        if self._probe is not None and self._probe.unchanged():
+            return None
+        report = self.check_replay(on_failure)
+        clean = "replay" in report.checks and not report.findings and not report.suppressed
+        self._probe = self._owners_probe() if clean else None
+        return report
+
+    def _owners_probe(self) -> OwnersProbe | None:
+        owners = self._owners
+        if not isinstance(owners, tuple):
+            return None  # a BufferSet: its check walks nothing
+        labels = [baked.label for baked in self.baked if baked.label is not None]
+        try:
+            return OwnersProbe(owners, labels, single=len(owners) == 1)
+        except Unsupported:
+            return None
+
+    def adopt(self, other: CheckedGraph) -> None:
+        """Take over another capture's graph and verdict, keeping this site's fallback and
+        ``on_failure`` (``fallback="recapture"``)."""
+        fallback, on_failure = self.fallback, self.options.on_failure
+        self.__dict__.update(other.__dict__)
+        self.fallback = fallback
+        if self.options.on_failure != on_failure:
+            self.options = self.options.of(self.options, on_failure=on_failure)
+
+    def __repr__(self) -> str:
+        return f"<CheckedGraph on {self.device}: {'ok' if self.ok else dict(self.report.kinds())}>"

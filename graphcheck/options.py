@@ -1,0 +1,137 @@
+"""How a capture site is checked: one frozen, validated set of options.
+
+:class:`CaptureOptions` is what :func:`graphcheck.capture`, :class:`graphcheck.GraphGuard`,
+:class:`graphcheck.AutoGuard`, the command line and the pytest plugin all take, as an
+object or as keywords (as ``cuda.core``'s option dataclasses are)::
+
+    strict = gc.CaptureOptions(strict_ownership=True, allow=["scalar-drift"])
+    gc.capture(sim.step, options=strict)
+    gc.capture(sim.step, strict_ownership=True, allow=["scalar-drift"])   # the same
+
+Every value is checked once, here, with an error that names the value and what to pass.
+Warp-free: a front end can build and validate options before Warp is imported.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .findings import Allow, allowances, check_on_failure
+
+__all__ = ["FALLBACKS", "REPLAY_CHECKS", "CaptureOptions", "check_fallback"]
+
+#: When a checked graph's ``launch()`` checks its baked addresses.
+REPLAY_CHECKS = ("first", "always", "never")
+
+#: What ``launch()`` runs in place of a graph that fails its checks (see :mod:`graphcheck.fallback`).
+FALLBACKS = ("eager", "recapture")
+
+
+def check_fallback(fallback: str | None) -> str | None:
+    """``fallback`` itself, or a ValueError listing the accepted values."""
+    if fallback is not None and fallback not in FALLBACKS:
+        raise ValueError(
+            f"fallback must be None, 'eager' (call the step instead of replaying a graph that fails its checks) "
+            f"or 'recapture' (capture it again), got {fallback!r}"
+        )
+    return fallback
+
+
+@dataclass(frozen=True)
+class CaptureOptions:
+    """How graphcheck checks a capture site.
+
+    Attributes:
+        on_failure: ``"raise"`` (:class:`~graphcheck.GraphCheckError`), ``"warn"``
+            (:class:`~graphcheck.GraphCheckWarning`), ``"log"`` (a warning on the
+            ``graphcheck`` logger) or ``"ignore"`` (keep the report, do nothing).
+        allow: finding kinds, or :class:`~graphcheck.Allow` objects, to accept (a kind,
+            or an iterable of them; kept as a tuple of ``Allow``).
+        replay_check: when :meth:`CheckedGraph.launch` checks the baked addresses:
+            ``"always"`` (every launch; a full check only when the owners' baked arrays
+            changed), ``"first"`` (the first launch only) or ``"never"``.
+        revalidate: validate again a site that passed before in this process (by default
+            a second capture at the same place, of the same buffers, skips the reference
+            call and the comparison).
+        allow_foreign_nodes: on CUDA, accept graph nodes no Warp operation made (work of
+            other libraries captured in the block).
+        strict_ownership: report every buffer made during the call as a
+            ``per-call-allocation``, device temporaries included (by default those are
+            fine: Warp makes memory allocated during a capture graph-owned).
+        fallback: ``"eager"`` or ``"recapture"``: ``launch()`` calls the step (or captures
+            it again) in place of a graph that fails its checks, and findings warn instead
+            of raising (see :mod:`graphcheck.fallback`); None: replay.
+        stream: passed to ``wp.ScopedCapture``.
+        force_module_load: passed to ``wp.ScopedCapture``.
+        capture_mode: passed to ``wp.ScopedCapture`` (None: Warp's default).
+    """
+
+    on_failure: str = "raise"
+    allow: tuple[Allow, ...] = ()
+    replay_check: str = "always"
+    revalidate: bool = False
+    allow_foreign_nodes: bool = False
+    strict_ownership: bool = False
+    fallback: str | None = None
+    stream: Any = None
+    force_module_load: bool | None = None
+    capture_mode: Any = None
+
+    def __post_init__(self) -> None:
+        check_on_failure(self.on_failure)
+        object.__setattr__(self, "allow", allowances(self.allow))
+        if self.replay_check not in REPLAY_CHECKS:
+            raise ValueError(
+                f"replay_check must be one of {', '.join(map(repr, REPLAY_CHECKS))}, got {self.replay_check!r}"
+            )
+        check_fallback(self.fallback)
+        for name in ("revalidate", "allow_foreign_nodes", "strict_ownership"):
+            value = getattr(self, name)
+            if not isinstance(value, bool):
+                raise TypeError(f"{name} must be True or False, got {value!r} (a {type(value).__name__})")
+
+    @classmethod
+    def of(cls, options: CaptureOptions | None = None, /, **keywords: Any) -> CaptureOptions:
+        """``options`` (or the defaults) with ``keywords`` in place of their fields.
+
+        Raises:
+            TypeError: for an unknown keyword (naming the closest option) or an
+                ``options`` that is not a CaptureOptions.
+        """
+        unknown = [name for name in keywords if name not in _FIELDS]
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], _FIELDS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise TypeError(f"unknown capture option {unknown[0]!r}{hint}; the options are: {', '.join(_FIELDS)}")
+        if options is None:
+            return cls(**keywords)
+        if not isinstance(options, cls):
+            raise TypeError(
+                f"options= takes a graphcheck.CaptureOptions, got {options!r} (a {type(options).__name__}); "
+                "or pass the options as keywords"
+            )
+        return dataclasses.replace(options, **keywords) if keywords else options
+
+    @classmethod
+    def split(cls, keywords: dict[str, Any]) -> dict[str, Any]:
+        """Take the capture options out of ``keywords`` (what is left is the step's own)."""
+        return {name: keywords.pop(name) for name in _FIELDS if name in keywords}
+
+    def scoped_capture(self) -> dict[str, Any]:
+        """The keyword arguments for ``wp.ScopedCapture``."""
+        out: dict[str, Any] = {"stream": self.stream, "force_module_load": self.force_module_load}
+        if self.capture_mode is not None:
+            out["capture_mode"] = self.capture_mode
+        return out
+
+    def as_keywords(self, fields: Iterable[str] | None = None) -> Mapping[str, Any]:
+        """The options as keywords (only ``fields``, when given)."""
+        names = _FIELDS if fields is None else tuple(fields)
+        return {name: getattr(self, name) for name in names}
+
+
+_FIELDS = tuple(f.name for f in dataclasses.fields(CaptureOptions))
