@@ -22,13 +22,15 @@ import dataclasses
 import linecache
 import sys
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from types import FrameType, TracebackType
 from typing import Any
 
 from . import _warp
+from .checked import CheckedGraph
 from .findings import Allow, Report, allowances
-from .guard import CheckedGraph, GraphGuard, InferredOwners, checking_enabled
+from .guard import GraphGuard, InferredOwners, checking_enabled
+from .options import CaptureOptions
 from .schema import combined_status
 from .site import Site, site_of
 
@@ -89,13 +91,16 @@ class AutoGuard:
     """Guard every ``wp.ScopedCapture`` and ``wp.capture_launch`` while active.
 
     Args:
-        allow: finding kinds, or :class:`~graphcheck.Allow` objects, to accept.
-        allow_foreign_nodes: on CUDA, accept graph nodes of other libraries.
+        options: a :class:`~graphcheck.CaptureOptions` for every capture (``allow``,
+            ``allow_foreign_nodes``, ``strict_ownership``...). Findings are collected,
+            never raised (``on_failure`` is ``"ignore"``), every launch is checked
+            (``replay_check`` is ``"always"``), and each capture's ``stream``,
+            ``force_module_load`` and ``capture_mode`` are its own.
         reference_call: run a capture block made of plain calls once eagerly first, as
             the reference call that the capture is compared with (one extra step).
-        strict_ownership: ask that every buffer a capture uses be owned.
         keep_graphs: keep every capture's :class:`~graphcheck.CheckedGraph` in
             :attr:`graphs` (for pictures; it keeps the graphs alive).
+        keywords: capture options as keywords, in place of (or over) ``options``.
 
     Attributes:
         reports: the report of each guarded capture, in order.
@@ -107,17 +112,14 @@ class AutoGuard:
 
     def __init__(
         self,
+        options: CaptureOptions | None = None,
         *,
-        allow: Iterable[Allow | str] | None = None,
-        allow_foreign_nodes: bool = False,
         reference_call: bool = False,
-        strict_ownership: bool = False,
         keep_graphs: bool = False,
+        **keywords: Any,
     ) -> None:
-        self.allow = allow
-        self.allow_foreign_nodes = allow_foreign_nodes
+        self.options = CaptureOptions.of(options, **keywords, on_failure="ignore", replay_check="always")
         self.reference_call = reference_call
-        self.strict_ownership = strict_ownership
         self.reports: list[Report] = []
         self.keep_graphs = keep_graphs
         self.graphs: list[CheckedGraph] = []
@@ -173,22 +175,13 @@ class AutoGuard:
                 if getattr(self, "external", False) or getattr(self, "apic", False):
                     return super().__enter__()  # not guarded: external and APIC captures
                 frame = _user_frame(sys._getframe(1)) or sys._getframe(1)
-                options: dict[str, Any] = {"stream": self.stream, "force_module_load": self.force_module_load}
-                if getattr(self, "capture_mode", None) is not None:
-                    options["capture_mode"] = self.capture_mode
+                options = CaptureOptions.of(autoguard.options, stream=self.stream,
+                                            force_module_load=self.force_module_load,
+                                            capture_mode=getattr(self, "capture_mode", None))  # fmt: skip
                 site = site_of(frame.f_code, frame.f_lasti).short
                 reference, why_not = block_reference(frame) if autoguard.reference_call else (None, "")
                 self._graphcheck = GraphGuard(
-                    self.device,
-                    reference,
-                    _owners_from_frame(frame),
-                    on_failure="ignore",
-                    allow=autoguard.allow,
-                    replay_check="always",
-                    allow_foreign_nodes=autoguard.allow_foreign_nodes,
-                    strict_ownership=autoguard.strict_ownership,
-                    name=f"capture at {site}",
-                    **options,
+                    self.device, reference, _owners_from_frame(frame), options, name=f"capture at {site}"
                 )
                 autoguard._inside += 1  # the guard's own capture reaches Warp's capture_begin
                 try:
@@ -261,7 +254,7 @@ class AutoGuard:
                 self._reported.update((id(graph), f.message) for f in new)
                 frame = _user_frame(sys._getframe(1))
                 site = site_of(frame.f_code, frame.f_lasti) if frame is not None else None
-                self.replay_reports.append(_replayed_at(report, site, self.allow))
+                self.replay_reports.append(_replayed_at(report, site, self.options.allow))
         _warp.capture_launch(graph, stream)
 
     def unused_allow(self) -> list[Allow]:

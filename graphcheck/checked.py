@@ -192,7 +192,7 @@ class CheckedGraph:
         self.__dict__.update(other.__dict__)
         self.fallback = fallback
         if self.options.on_failure != on_failure:
-            self.options = self.options.of(self.options, on_failure=on_failure)
+            self.options = CaptureOptions.of(self.options, on_failure=on_failure)
 
     def __repr__(self) -> str:
         return f"<CheckedGraph on {self.device}: {'ok' if self.ok else dict(self.report.kinds())}>"

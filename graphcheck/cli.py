@@ -375,13 +375,13 @@ def _demo(args: argparse.Namespace, settings: Any) -> int:
 
     device = str(wp.get_device(device))
     progress = _Progress()
-    options = {**settings.options(), "on_failure": "ignore"}
+    options = settings.capture_options(on_failure="ignore")
     progress("validating the producer with planted bugs")
     buggy = Particles(device, fixed=False)
-    checked = gc.capture(buggy.step, device=device, owners=(buggy,), **options)
+    checked = gc.capture(buggy.step, device=device, owners=(buggy,), options=options)
     progress("validating the fixed producer")
     fixed = Particles(device, fixed=True)
-    good = gc.capture(fixed.step, device=device, owners=(fixed,), **options)
+    good = gc.capture(fixed.step, device=device, owners=(fixed,), options=options)
     replayed = 0
     if not good.report.findings and good.report.status != "not-checked":
         progress(f"replaying the fixed graph {args.replays} times")
@@ -444,9 +444,9 @@ def _check(args: argparse.Namespace, settings: Any) -> int:
     else:
         raise UsageError(prog, f"{args.target}() returned a {type(producer).__name__} with no {args.method}() method")
     progress("reference call, capture and checks")
-    options = {**settings.options(), "on_failure": "ignore"}
+    options = settings.capture_options(on_failure="ignore")
     checked = _users_code(
-        prog, f"{args.target}().{args.method}()", lambda: gc.capture(fn, device=device, owners=owners, **options)
+        prog, f"{args.target}().{args.method}()", lambda: gc.capture(fn, device=device, owners=owners, options=options)
     )
     reports = [("validate", checked.report)]
     if not checked.report.findings and checked.graph is not None:

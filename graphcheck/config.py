@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .findings import Allow
+    from .options import CaptureOptions
 
 __all__ = ["ConfigError", "Settings", "disabled_by_environment", "find_pyproject", "load", "parse_allow"]
 
@@ -65,9 +66,12 @@ class Settings:
     device: str | None = None
     path: Path | None = field(default=None, compare=False)
 
-    def options(self) -> dict[str, Any]:
-        """The settings as keyword arguments of :func:`graphcheck.capture` (``on_failure`` aside)."""
-        return {"allow": self.allow, "replay_check": self.replay_check, "strict_ownership": self.strict_ownership}
+    def capture_options(self, **overrides: Any) -> CaptureOptions:
+        """The settings as :class:`~graphcheck.CaptureOptions`, ``overrides`` over them."""
+        from .options import CaptureOptions  # here: the plugin loads this module in every session
+
+        ours = CaptureOptions(self.on_failure, self.allow, self.replay_check, strict_ownership=self.strict_ownership)
+        return CaptureOptions.of(ours, **overrides)
 
 
 def find_pyproject(start: Path) -> Path | None:

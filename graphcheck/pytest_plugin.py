@@ -306,17 +306,20 @@ class GraphcheckFixture:
         self.reports: list[Report] = []
         self._record = record
 
-    def _defaults(self, options: dict[str, Any]) -> dict[str, Any]:
-        """``options`` over the ``[tool.graphcheck]`` settings (a test's ``allow=`` adds to the project's)."""
-        settings = self._record.session.settings
-        if settings is None:
-            options.setdefault("on_failure", "raise")
-            return options
-        from .findings import allowances
+    def _defaults(self, keywords: dict[str, Any]) -> dict[str, Any]:
+        """``keywords`` with their capture options (an ``options=`` object, then option
+        keywords) over the ``[tool.graphcheck]`` settings, as one ``options=`` (a test's
+        ``allow=`` adds to the project's)."""
+        from .options import CaptureOptions
 
-        merged = {**settings.options(), "on_failure": settings.on_failure, **options}
-        merged["allow"] = tuple(dict.fromkeys(settings.allow + allowances(options.get("allow"))))
-        return merged
+        settings = self._record.session.settings
+        given = keywords.pop("options", None)
+        if given is None:
+            given = settings.capture_options() if settings is not None else CaptureOptions()
+        options = CaptureOptions.of(given, **CaptureOptions.split(keywords))
+        if settings is not None:
+            options = CaptureOptions.of(options, allow=tuple(dict.fromkeys(settings.allow + options.allow)))
+        return {**keywords, "options": options}
 
     def _add(self, source: str, report: Report) -> None:
         self.reports.append(report)

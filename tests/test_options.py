@@ -1,0 +1,87 @@
+"""``CaptureOptions``: one frozen, validated set of options, taken as an object or as keywords."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import graphcheck as gc
+from tests import producers as P
+from tests import value_producers as V
+
+DEVICE = "cpu"
+
+
+def test_an_object_and_keywords_are_the_same_options():
+    assert gc.CaptureOptions.of(None, strict_ownership=True, allow="scalar-drift") == gc.CaptureOptions(
+        strict_ownership=True, allow=(gc.Allow("scalar-drift"),)
+    )
+    base = gc.CaptureOptions(replay_check="first")
+    assert gc.CaptureOptions.of(base) is base
+    assert gc.CaptureOptions.of(base, on_failure="warn") == gc.CaptureOptions(on_failure="warn", replay_check="first")
+
+
+def test_options_are_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        gc.CaptureOptions().on_failure = "warn"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("keywords", "error", "words"),
+    [
+        ({"replay_check": "sometimes"}, ValueError, "replay_check must be one of 'first', 'always', 'never'"),
+        ({"on_failure": "explode"}, ValueError, "on_failure must be one of"),
+        ({"fallback": "retry"}, ValueError, "'eager'"),
+        ({"strict_ownership": "yes"}, TypeError, "strict_ownership must be True or False, got 'yes'"),
+        ({"stric_ownership": True}, TypeError, "did you mean 'strict_ownership'?"),
+        ({"allow": [3]}, TypeError, "3"),
+    ],
+)
+def test_a_bad_option_is_one_clear_error_naming_its_value(keywords, error, words):
+    with pytest.raises(error, match=None) as raised:
+        gc.CaptureOptions.of(None, **keywords)
+    assert words in str(raised.value)
+    assert "\n" not in str(raised.value)
+
+
+def test_options_must_be_capture_options():
+    with pytest.raises(TypeError, match="options= takes a graphcheck.CaptureOptions"):
+        gc.CaptureOptions.of({"on_failure": "warn"})  # type: ignore[arg-type]
+
+
+def test_capture_takes_the_options_as_an_object_or_as_keywords():
+    by_object = gc.capture(P.HostCounter(DEVICE).step, device=DEVICE,
+                           options=gc.CaptureOptions(on_failure="ignore", revalidate=True))  # fmt: skip
+    by_keywords = gc.capture(P.HostCounter(DEVICE).step, device=DEVICE, on_failure="ignore", revalidate=True)
+    assert set(by_object.report.kinds()) == set(by_keywords.report.kinds()) == {"scalar-drift"}
+    # Keywords go over the object; the call's own keywords still reach the step.
+    allowed = gc.capture(P.HostCounter(DEVICE).step, device=DEVICE, options=by_object.options,
+                         allow="scalar-drift")  # fmt: skip
+    assert allowed.ok and allowed.options.on_failure == "ignore"
+
+
+def test_the_guard_and_the_autoguard_take_the_same_options():
+    options = gc.CaptureOptions(on_failure="ignore", strict_ownership=True, revalidate=True)
+    producer = P.ZerosPerCall(DEVICE)
+    with gc.GraphGuard(DEVICE, producer.step, (producer,), options) as guard:
+        producer.step()
+    assert "per-call-allocation" in guard.report.kinds()
+    assert guard.options == options and guard.strict_ownership
+    auto = gc.AutoGuard(options, allow_foreign_nodes=True)
+    assert auto.options.strict_ownership and auto.options.allow_foreign_nodes
+    assert auto.options.on_failure == "ignore" and auto.options.replay_check == "always"
+
+
+def test_a_safe_site_checked_with_options_replays_what_eager_computes():
+    # The verdict is a claim: the site passes with strict options, and its replay equals an eager twin's steps.
+    options = gc.CaptureOptions(strict_ownership=True, replay_check="always", revalidate=True)
+    producer, twin = V.Plain(DEVICE), V.Plain(DEVICE)
+    checked = gc.capture(producer.step, device=DEVICE, owners=(producer,), options=options)
+    assert checked.ok, str(checked.report)
+    twin.step()  # the capture's reference call stepped the producer once
+    for _ in range(3):
+        checked.launch()
+        twin.step()
+    np.testing.assert_array_equal(producer.x.numpy(), twin.x.numpy())
