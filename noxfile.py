@@ -39,12 +39,13 @@ def warp(session: nox.Session, warp: str) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """Lint with ruff and type-check with mypy."""
-    session.install("-e", ".[test]", "ruff>=0.6", "mypy>=1.10")  # pytest types the plugin
+    """Lint with ruff, type-check with mypy, and hold the layers with import-linter."""
+    session.install("-e", ".[test]", "ruff>=0.6", "mypy>=1.10", "import-linter>=2.1")  # pytest types the plugin
     paths = ("graphcheck", "tests", "tests_gpu", "tests_clients", "tests_warp", "benchmarks", "examples", "noxfile.py")
     session.run("ruff", "check", *paths)
     session.run("ruff", "format", "--check", "graphcheck")
     session.run("mypy")
+    session.run("lint-imports")  # the contracts in pyproject.toml: every import points down
 
 
 @nox.session
