@@ -22,10 +22,10 @@ from types import CodeType
 from typing import TYPE_CHECKING, Any
 
 from . import _warp
-from .nodes import CaptureSpan
+from .nodes import CaptureSpan, CudaLaunch
 from .operations import Allocation, CapturedParams, HostSync, LaunchRecord, hold, hold_param_sizes
 from .params import ArrayRef
-from .site import site_of
+from .site import CodeKind, site_of
 
 if TYPE_CHECKING:
     from .record import LaunchTrace
@@ -39,11 +39,11 @@ _REPLAY = _warp.REPLAY
 
 # id(code) -> (code, kind): keyed by id because hashing a code object hashes its contents
 # (slow on a hot path); the code object is held (record.hold), so its id is never reused.
-_code_kinds: dict[int, tuple[CodeType, int]] = {}
+_code_kinds: dict[int, tuple[CodeType, CodeKind]] = {}
 _code_kind = _warp.code_kind
 
 
-def _kind(code: CodeType) -> int:
+def _kind(code: CodeType) -> CodeKind:
     entry = _code_kinds.get(id(code))
     if entry is None:
         entry = _code_kinds[hold(code)] = (code, _code_kind(code))
@@ -75,9 +75,9 @@ def _caller(frame: Any, via: str) -> tuple[CodeType | None, int, str, bool]:
     while frame is not None:
         code = frame.f_code
         kind = _kind(code)
-        if kind == 0:
+        if kind is CodeKind.USER:
             return code, frame.f_lasti, via, internal
-        if kind == 1:
+        if kind is CodeKind.WARP:
             via = _via_name(code)
             if code.co_name in _ALLOCATING:
                 internal = True
@@ -224,8 +224,8 @@ class Session:
             for i in range(count)
         ]
         handle = _warp.stream_handle(stream)
-        cuda = (_warp.as_address(func), int(dim_size), int(max_blocks), int(block_dim), int(grid_stride),
-                int(cluster_dim), int(smem_bytes))  # fmt: skip
+        cuda = CudaLaunch(_warp.as_address(func), int(dim_size), int(max_blocks), int(block_dim), int(grid_stride),
+                          int(cluster_dim), int(smem_bytes))  # fmt: skip
         record = self._record_launch(
             kernel, params, adjoint, _warp.device_of_stream(handle), int(block_dim), handle, cuda, int(max_blocks)
         )
@@ -251,7 +251,7 @@ class Session:
         device: str | None,
         block_dim: int | None,
         stream: int | None,
-        cuda: tuple[int, ...] | None,
+        cuda: CudaLaunch | None,
         max_blocks: int = 0,
     ) -> LaunchRecord:
         """The general path: replays, captures, CUDA, and launches Warp makes natively.
@@ -571,6 +571,27 @@ def settle() -> None:
         except BaseException:
             _warp.HOOKS.remove()  # an interrupt cut the removal short: finish it, then let it through
             raise
+
+
+class _HooksHeld:
+    """Stands in `_recording` for a holder of the hooks (see :func:`hold_hooks`)."""
+
+    recording = True
+
+
+def hold_hooks() -> Callable[[], None]:
+    """Keep the hooks installed between traces until the returned function is called, so
+    that traces in a row (a reference call, then its capture) install them once."""
+    held = _HooksHeld()
+    with _lock:
+        _recording.add(held)  # type: ignore[arg-type]
+    settle()
+
+    def release() -> None:
+        held.recording = False
+        settle()
+
+    return release
 
 
 def start(trace: LaunchTrace) -> Any:

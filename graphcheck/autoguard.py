@@ -32,7 +32,7 @@ from .findings import Allow, Report, allowances
 from .guard import GraphGuard, InferredOwners, checking_enabled
 from .options import CaptureOptions
 from .schema import combined_status
-from .site import Site, site_of
+from .site import CodeKind, Site, site_of
 
 __all__ = ["AutoGuard"]
 
@@ -48,7 +48,7 @@ def _owners_from_frame(frame: Any) -> InferredOwners | None:
 
 
 def _user_frame(frame: FrameType | None) -> FrameType | None:
-    while frame is not None and _warp.code_kind(frame.f_code) != 0:
+    while frame is not None and _warp.code_kind(frame.f_code) is not CodeKind.USER:
         frame = frame.f_back
     return frame
 

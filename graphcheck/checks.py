@@ -27,14 +27,17 @@ from . import _warp
 from .compare import Difference, compare_traces, reused, value_texts
 from .findings import Allow, Finding, Report, make_finding
 from .params import Address, ArrayRef, Opaque, ParamKind, ParamSpec
+from .site import CodeKind, Site
 
 if TYPE_CHECKING:
     from .buffers import BufferSet
     from .operations import Allocation, Baked, LaunchRecord
     from .record import LaunchTrace
-    from .site import Site
 
-__all__ = ["allocations", "drift", "ownership"]
+__all__ = [
+    "Outcome", "allocations", "capture_failed", "comparison", "cpu_dropped", "cuda_rules", "drift", "host_rules",
+    "is_capture_error", "owned_by_producer", "ownership", "stale_pointers",
+]  # fmt: skip
 
 
 def _kind_of(diff: Difference) -> str:
@@ -518,6 +521,7 @@ class Outcome:
         return self
 
     def report(self, *, allow: tuple[Allow, ...], name: str, device: str, operations: int) -> Report:
+        """The outcome as a capture site's :class:`~graphcheck.Report`."""
         return Report(self.findings, allow=allow, name=name, device=device, operations=operations,
                       checks=self.ran, skipped=self.skipped, notes=self.notes)  # fmt: skip
 
@@ -645,4 +649,4 @@ def is_capture_error(error: BaseException) -> bool:
     while tb is not None:
         last = tb
         tb = tb.tb_next
-    return last is not None and _warp.code_kind(last.tb_frame.f_code) == 1
+    return last is not None and _warp.code_kind(last.tb_frame.f_code) is CodeKind.WARP

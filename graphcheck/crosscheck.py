@@ -70,19 +70,20 @@ def _kernel_mismatches(node: GraphNode, record: LaunchRecord, expected_func: int
     fields = node.fields
     cuda = record.cuda
     if cuda is not None:
-        func, dim_size, max_blocks, block_dim, grid_stride, cluster_dim, smem = cuda
-        wanted = expected_func or func
+        wanted = expected_func or cuda.function
         if fields.get("func") != wanted:
             problems.append(f"function {fields.get('func', 0):#x} ({node.name or '?'}) where Warp launched {wanted:#x}")
-        config = expected_cuda_config(dim_size, block_dim, max_blocks, bool(grid_stride), cluster_dim)
+        config = expected_cuda_config(
+            cuda.dim_size, cuda.block_dim, cuda.max_blocks, bool(cuda.grid_stride), cuda.cluster_dim
+        )
         if config is not None:
             grid, block = config
             if tuple(fields.get("grid", ())) != grid:
                 problems.append(f"grid {fields.get('grid')} where Warp's configuration is {grid}")
             if tuple(fields.get("block", ())) != block:
                 problems.append(f"block {fields.get('block')} where Warp's configuration is {block}")
-        if fields.get("smem") != smem:
-            problems.append(f"{fields.get('smem')} bytes of shared memory where Warp asked for {smem}")
+        if fields.get("smem") != cuda.smem_bytes:
+            problems.append(f"{fields.get('smem')} bytes of shared memory where Warp asked for {cuda.smem_bytes}")
     node_params = fields.get("params")
     recorded = record.param_bytes
     if node_params is not None and recorded:

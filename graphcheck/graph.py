@@ -261,7 +261,7 @@ def _claim(index: int, record: LaunchRecord, own: list[GraphNode]) -> None:
     main = None
     if kind == "launch":
         kernels = [n for n in own if n.type == "KERNEL" and not n.error]
-        wanted = record.cuda[0] if record.cuda else None
+        wanted = record.cuda.function if record.cuda else None
         main = next((n for n in kernels if n.fields.get("func") == wanted), kernels[0] if kernels else None)
     elif recorded_type is not None:
         main = next((n for n in own if n.type == recorded_type and not n.error), None)

@@ -35,9 +35,9 @@ from .fallback import Fallback, on_failure_with
 from .findings import Report, act
 from .graph import GraphMatch, read_match
 from .options import CaptureOptions
-from .record import LaunchTrace, trace_launches
+from .record import LaunchTrace, keep_hooks, trace_launches
 from .replay import baked_addresses
-from .site import Site, site_of
+from .site import CodeKind, Site, site_of
 
 __all__ = ["CheckedGraph", "GraphGuard", "capture", "checking_enabled", "judge"]
 
@@ -182,7 +182,7 @@ def _owners_tuple(owners: Any) -> tuple[Any, ...] | BufferSet:
 
 def _caller_site(depth: int) -> tuple[CodeType | None, int]:
     frame: Any = sys._getframe(depth)
-    while frame is not None and _warp.code_kind(frame.f_code) == 2:
+    while frame is not None and _warp.code_kind(frame.f_code) is CodeKind.GRAPHCHECK:
         frame = frame.f_back
     if frame is None:
         return None, -1
@@ -295,16 +295,20 @@ class GraphGuard:
             # bakes what the validated one did. Record nothing: a plain capture.
             self._reused = validated
             return self._start_capture()
-        if self.reference is not None and validated is None:
-            with trace_launches() as reference_trace:
-                self.reference()
-            self._reference_trace = reference_trace
-        if not self.device.startswith("cpu"):
-            _prepare_driver()
-        # Warp's own operations (the memset inside wp.zeros) are kept in the capture's
-        # trace: they made graph nodes the cross-check must recognise. The checks skip them.
-        self._trace = trace_launches(include_warp=True)
-        self._trace.__enter__()
+        release = keep_hooks()  # in once for the reference call and the capture
+        try:
+            if self.reference is not None and validated is None:
+                with trace_launches() as reference_trace:
+                    self.reference()
+                self._reference_trace = reference_trace
+            if not self.device.startswith("cpu"):
+                _prepare_driver()
+            # Warp's own operations (the memset inside wp.zeros) are kept in the capture's
+            # trace: they made graph nodes the cross-check must recognise. The checks skip them.
+            self._trace = trace_launches(include_warp=True)
+            self._trace.__enter__()
+        finally:
+            release()  # the capture's trace holds them from here
         try:
             return self._start_capture()
         except BaseException:
@@ -462,7 +466,7 @@ def _prepare_driver() -> None:
 def _user_site(tb: TracebackType | None) -> Site | None:
     site = None
     while tb is not None:
-        if _warp.code_kind(tb.tb_frame.f_code) == 0:
+        if _warp.code_kind(tb.tb_frame.f_code) is CodeKind.USER:
             site = site_of(tb.tb_frame.f_code, tb.tb_lasti)
         tb = tb.tb_next
     return site

@@ -1,9 +1,10 @@
-"""Leaf value types of a captured CUDA graph: a node as read, and where an operation stood.
+"""Leaf value types of a CUDA launch and a captured CUDA graph: what Warp asked the driver
+for, a node as read, and where an operation stood.
 
 Plain data, with no import of Warp or cuda-python: the driver adapter
-(:mod:`graphcheck._cuda`) makes them, the recording session stores a
-:class:`CaptureSpan` on each operation it records during a CUDA capture, and the graph
-layer (:mod:`graphcheck.graph`) matches one against the other.
+(:mod:`graphcheck._cuda`) makes the nodes, the recording session stores a
+:class:`CudaLaunch` and a :class:`CaptureSpan` on each CUDA operation it records, and the
+graph layer (:mod:`graphcheck.graph`) matches one against the other.
 """
 
 from __future__ import annotations
@@ -11,7 +12,29 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-__all__ = ["CaptureSpan", "GraphNode"]
+__all__ = ["CaptureSpan", "CudaLaunch", "GraphNode"]
+
+
+class CudaLaunch(NamedTuple):
+    """The native launch arguments of one CUDA kernel launch (``wp_cuda_launch_kernel``).
+
+    Attributes:
+        function: the ``CUfunction`` launched.
+        dim_size: the launch's total thread count.
+        max_blocks: the cap on blocks Warp was asked for (0: none).
+        block_dim: threads per block.
+        grid_stride: whether the kernel loops with a grid stride (1) or not (0).
+        cluster_dim: the thread block cluster size.
+        smem_bytes: dynamic shared memory per block.
+    """
+
+    function: int
+    dim_size: int
+    max_blocks: int
+    block_dim: int
+    grid_stride: int
+    cluster_dim: int
+    smem_bytes: int
 
 
 class CaptureSpan(NamedTuple):

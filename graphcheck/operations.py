@@ -18,7 +18,7 @@ from .params import Address, ArrayRef, ParamSpec, decode, launch_dim
 from .site import UNKNOWN_SITE, Site, site_of
 
 if TYPE_CHECKING:
-    from .nodes import CaptureSpan
+    from .nodes import CaptureSpan, CudaLaunch
 
 __all__ = ["KINDS", "Allocation", "Baked", "HostSync", "LaunchRecord"]
 
@@ -55,8 +55,8 @@ class LaunchRecord:
             the nodes around the ones it added); else None.
         tile_block_dim: for ``wp.launch_tiled``, the block size the user asked for (Warp
             resolves it to 1 on the CPU; a CUDA graph bakes what was asked); else None.
-        cuda: on CUDA, the native launch arguments ``(function, dim_size, max_blocks,
-            block_dim, grid_stride, cluster_dim, smem_bytes)``; else None.
+        cuda: on CUDA, the native launch arguments (a :class:`~graphcheck.nodes.CudaLaunch`);
+            else None.
     """
 
     __slots__ = (
@@ -102,7 +102,7 @@ class LaunchRecord:
         internal: bool,
         seq: int,
         replay: bool = False,
-        cuda: tuple[int, ...] | None = None,
+        cuda: CudaLaunch | None = None,
         dim: tuple[int, ...] | None = None,
     ) -> None:
         # Positional on purpose: while tracing, a record is built for every launch.
@@ -143,7 +143,7 @@ class LaunchRecord:
             if self._kernel is not None:
                 name = _warp.kernel_name(self._kernel)
             elif self.cuda:
-                name = f"<function {self.cuda[0]:#x}>"
+                name = f"<function {self.cuda.function:#x}>"
             else:
                 name = "<unknown kernel>"
             self._name = name
@@ -165,7 +165,7 @@ class LaunchRecord:
             if self.layout and self._params:
                 dim = launch_dim(self.layout[0], self.param_bytes[0])
             elif self.cuda:
-                dim = (self.cuda[1],)
+                dim = (self.cuda.dim_size,)
             else:
                 dim = ()
             self._dim = dim

@@ -21,7 +21,7 @@ Example::
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, overload
 
 from . import _session
@@ -72,6 +72,7 @@ class LaunchTrace:
         self._alloc_order: dict[Allocation, tuple[Site, int]] = {}
         # Allocations another call used too (a cache filled on a first call): not numbered.
         self._kept: frozenset[Allocation] = frozenset()
+        self._user_view: LaunchTrace | None = None
 
     # -- recording ------------------------------------------------------------------------
 
@@ -84,6 +85,7 @@ class LaunchTrace:
         self.host_syncs = []
         self._alloc_index = None
         self._alloc_order = {}
+        self._user_view = None
         self._token = _session.start(self)
         return self
 
@@ -157,12 +159,20 @@ class LaunchTrace:
         return f"LaunchTrace({ops} operation{'s' * (ops != 1)}, {allocs} allocation{'s' * (allocs != 1)})"
 
     def user_view(self) -> LaunchTrace:
-        """The same trace without Warp's internal operations (and the same allocations)."""
+        """The same trace without Warp's internal operations (and the same allocations).
+
+        Made once for a trace that ended: the checks, the baked addresses and the checked
+        graph share one view (and the allocation index it builds when first asked).
+        """
+        if self._user_view is not None and not self.recording:
+            return self._user_view
         view = LaunchTrace(include_warp=False)
         view._items = [r for r in self.records if not r.internal]
         view._materialized = len(view._items)
         view.allocations = self.allocations
         view.host_syncs = self.host_syncs
+        if not self.recording:
+            self._user_view = view
         return view
 
     def kernels(self) -> list[str]:
@@ -340,6 +350,12 @@ def trace_launches(*, include_warp: bool = False) -> LaunchTrace:
         print(trace[0].args["dt"])
     """
     return LaunchTrace(include_warp=include_warp)
+
+
+def keep_hooks() -> Callable[[], None]:
+    """Keep the recording hooks in Warp until the returned function is called: traces in a
+    row (a reference call, then its capture) then install and remove them once."""
+    return _session.hold_hooks()
 
 
 def assert_same_topology(

@@ -1,4 +1,4 @@
-"""Where user code called into Warp: a file, a line, a function.
+"""Where user code called into Warp: a file, a line, a function; and whose code a frame runs.
 
 A leaf module (no Warp import), so that findings and reports can be made and read on a
 Warp-free path.
@@ -6,10 +6,20 @@ Warp-free path.
 
 from __future__ import annotations
 
+import enum
 from types import CodeType
 from typing import NamedTuple
 
-__all__ = ["UNKNOWN_SITE", "Site", "site_of"]
+__all__ = ["UNKNOWN_SITE", "CodeKind", "Site", "site_of"]
+
+
+class CodeKind(enum.IntEnum):
+    """Whose code a frame runs (:func:`graphcheck._warp.code_kind` tells): a site is the
+    first frame of the user's, stepping over Warp's and graphcheck's."""
+
+    USER = 0  # the user's, Warp's shipped examples and tests, graphcheck's demo producer
+    WARP = 1
+    GRAPHCHECK = 2  # graphcheck's modules and the code it generates
 
 
 class Site(NamedTuple):

@@ -20,6 +20,7 @@ import graphcheck as gc
 from graphcheck import _cuda, _warp
 from graphcheck.crosscheck import check
 from graphcheck.graph import CaptureSpan, GraphNode, match_nodes, read_match, span_nodes, walk
+from graphcheck.nodes import CudaLaunch
 from graphcheck.params import expected_cuda_config, field_at
 from tests import kernels as K
 from tests.recorded_driver import (
@@ -58,7 +59,7 @@ def recorded_launch(s=2.5, n=3, dim=64):
     # What the CUDA hook records: the function Warp launched and its native arguments
     # (function, dim_size, max_blocks, block_dim, grid_stride, cluster_dim, smem bytes),
     # and where the capture stood around the launch (it added node 0x1).
-    record.cuda = (FUNC, dim, 0, 256, 1, 1, 0)
+    record.cuda = CudaLaunch(FUNC, dim, 0, 256, 1, 1, 0)
     record.capture = span((), (0x1,))
     return trace, record, (a, b)
 
@@ -174,7 +175,7 @@ def test_a_changed_array_shape_names_the_descriptor_field():
 def test_grid_block_shared_memory_and_function_follow_warps_formula():
     keep = Keep()
     trace, record, _ = recorded_launch(dim=1000)
-    record.cuda = (FUNC, 1000, 0, 256, 1, 1, 0)
+    record.cuda = CudaLaunch(FUNC, 1000, 0, 256, 1, 1, 0)
     good = kernel_node(kernel_struct(record.param_bytes, keep, grid=(4, 1, 1)), layout_of(record))
     assert findings_of([good], trace) == []
     bad = kernel_node(
@@ -284,7 +285,7 @@ def test_an_operation_that_adds_no_node_has_none():
         wp.launch(K.add_one, dim=8, inputs=[a], device=DEVICE)
         wp.launch(K.add_one, dim=4, inputs=[a], device=DEVICE)  # on CUDA: a set_dim(0) replay, say
     first, empty = trace
-    first.cuda, empty.cuda = (FUNC, 8, 0, 256, 1, 1, 0), (FUNC, 0, 0, 256, 1, 1, 0)
+    first.cuda, empty.cuda = CudaLaunch(FUNC, 8, 0, 256, 1, 1, 0), CudaLaunch(FUNC, 0, 0, 256, 1, 1, 0)
     first.capture, empty.capture = span((), (0x61,)), span((0x61,), (0x61,))
     node = kernel_node(kernel_struct(first.param_bytes, keep), layout_of(first), handle=0x61)
     result = check(match_nodes([node], trace))
@@ -324,7 +325,7 @@ def test_warps_own_nodes_are_classified_not_flagged():
         scratch = wp.empty(4, dtype=float, device=DEVICE)  # on CUDA in a capture: a MEM_ALLOC node
         wp.launch(K.scale, dim=64, inputs=[a, b, 2.5, 3], device=DEVICE)
     (record,) = trace
-    record.cuda, record.capture = (FUNC, 64, 0, 256, 1, 1, 0), span((0x5,), (0x1,))
+    record.cuda, record.capture = CudaLaunch(FUNC, 64, 0, 256, 1, 1, 0), span((0x5,), (0x1,))
     helper = kernel_node(kernel_struct([b"\x00" * 8, b"\x00" * 8], keep, func=0xD00D), [(0, 8), (8, 8)], handle=0x3)
     helper.fields["name"] = "set_conditional_if_handle_kernel"
     sync = GraphNode(2, 0x4, GRAPH, 0, "EMPTY", (0x3,))
@@ -373,7 +374,7 @@ def test_conditional_records_are_matched_to_their_conditional_node():
     trace, conditional, body_launch = conditional_trace()
     conditional.device = body_launch.device = "cuda:0"  # as recorded on CUDA
     conditional.capture = span((), (0x72,), bodies=(BODY,))
-    body_launch.cuda = (FUNC, 4, 0, 256, 1, 1, 0)
+    body_launch.cuda = CudaLaunch(FUNC, 4, 0, 256, 1, 1, 0)
     body_launch.capture = span((), (0x73,), graph=BODY)
     setter = kernel_node(kernel_struct([b"\x00" * 8] * 2, keep, func=0xD00D), [(0, 8)] * 2, handle=0x71,
                          name="set_conditional_if_handle_kernel")  # fmt: skip
@@ -491,7 +492,7 @@ def test_one_unreadable_node_leaves_the_rest_checked_and_the_check_partial():
         wp.launch(K.scale, dim=64, inputs=[a, b, 2.5, 3], device=DEVICE)
         wp.copy(a, b)
     launch, copy = trace
-    launch.cuda, launch.capture = (FUNC, 64, 0, 256, 1, 1, 0), span((), (0x1,))
+    launch.cuda, launch.capture = CudaLaunch(FUNC, 64, 0, 256, 1, 1, 0), span((), (0x1,))
     copy.capture = span((0x1,), (0x2,))
     recorded = RecordedDriver()
     corrupted = list(launch.param_bytes)

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 import graphcheck as gc
-from tests import producers as P
-from tests import value_producers as V
+from tests import producers as P, value_producers as V
 
 DEVICE = "cpu"
 

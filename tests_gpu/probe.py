@@ -193,7 +193,8 @@ def _plain_capture(probe: Probe, wp: Any, driver: Any, device: str) -> None:
     probe.expect("extra is 0 (Warp passes kernelParams)", int(raw.extra), 0)
     probe.expect("grid and block follow Warp's formula", (kernel.fields["grid"], kernel.fields["block"]),
                  expected_cuda_config(1000, launch.block_dim))  # fmt: skip
-    probe.expect("sharedMemBytes is what Warp asked", kernel.fields["smem"], launch.cuda[6] if launch.cuda else None)
+    asked = launch.cuda.smem_bytes if launch.cuda else None
+    probe.expect("sharedMemBytes is what Warp asked", kernel.fields["smem"], asked)
 
     reader = _cuda.Reader()
     for label, index in (("memset of zero_()", zero_at), ("memcpy of wp.copy(a, b, dest_offset=4, count=100)", copy_at),

@@ -38,7 +38,7 @@ def test_kernel_memset_and_memcpy_nodes_match_their_records(device):
     print("driver", _cuda.driver_version(), [(n.type, n.name, n.role) for n in nodes])
     kernel = next(n for n in nodes if n.type == "KERNEL")
     launch = trace[0]
-    assert kernel.fields["func"] == launch.cuda[0] == _warp.kernel_function(launch.kernel_object, device, 256)
+    assert kernel.fields["func"] == launch.cuda.function == _warp.kernel_function(launch.kernel_object, device, 256)
     assert kernel.fields["source"] == "kernelParams"
     assert kernel.fields["params"] == launch.param_bytes
     grid, block = expected_cuda_config(1000, 256)

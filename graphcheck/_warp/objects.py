@@ -15,6 +15,7 @@ import warp._src.types as _types
 from warp._src import codegen as _codegen
 
 from ..params import ArrayRef
+from ..site import CodeKind
 from .version import _NATIVE_HELPER, _add_overload, _resolve_launch_block_dim, _runtime
 
 _WARP_DIR = os.path.dirname(os.path.abspath(wp.__file__)) + os.sep
@@ -141,14 +142,14 @@ def plain_value(value: Any) -> Any:
 # --------------------------------------------------------------------------------------
 
 
-def code_kind(code: types.CodeType) -> int:
-    """0 for user code, 1 for Warp's own code, 2 for graphcheck's (and its trampolines)."""
+def code_kind(code: types.CodeType) -> CodeKind:
+    """Whose code ``code`` is: the user's, Warp's own, or graphcheck's (its generated code too)."""
     filename = code.co_filename
     if filename.startswith(_WARP_DIR):
-        return 0 if filename.startswith(_WARP_USER_DIRS) else 1
+        return CodeKind.USER if filename.startswith(_WARP_USER_DIRS) else CodeKind.WARP
     if filename.startswith(_GRAPHCHECK_DIR) or filename.startswith("<graphcheck"):
-        return 0 if filename == _GRAPHCHECK_DEMO else 2
-    return 0
+        return CodeKind.USER if filename == _GRAPHCHECK_DEMO else CodeKind.GRAPHCHECK
+    return CodeKind.USER
 
 
 #: Warp functions whose device work is fully decided by the memory they allocate (the
