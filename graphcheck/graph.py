@@ -414,7 +414,7 @@ def _walk(
             raise
         out.append(GraphNode(-1, 0, graph, depth, "UNKNOWN", error=f"graph {graph:#x} could not be read: {error}"))
         return
-    learnt = _bodies_from_capture(nodes, spans.get(graph, ()))
+    learnt = bodies_from_capture(nodes, spans.get(graph, ()))
     for node in nodes:
         out.append(node)
         if node.type == "CONDITIONAL" and not node.error and "graphs" not in node.fields:
@@ -430,7 +430,7 @@ def _walk(
             _walk(reader, child, depth + 1, spans, seen, out, required=False)
 
 
-def _bodies_from_capture(nodes: Sequence[GraphNode], spans: Sequence[CaptureSpan]) -> dict[int, tuple[int, ...]]:
+def bodies_from_capture(nodes: Sequence[GraphNode], spans: Sequence[CaptureSpan]) -> dict[int, tuple[int, ...]]:
     """Conditional node -> its bodies, from the capture spans of ``wp.capture_if`` /
     ``capture_while`` records: Warp adds one single-body conditional node per branch,
     the ``if`` branch first, and captures the bodies in that order."""

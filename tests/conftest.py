@@ -8,7 +8,7 @@ wp.init()
 @pytest.fixture(autouse=True)
 def no_hook_left_behind():
     """Every test must leave Warp as it found it: no hook installed, no capture open."""
-    from graphcheck import _warp
+    from tests.internals import _warp
 
     yield
     assert not _warp.hooks_installed(), "a graphcheck hook was left installed"

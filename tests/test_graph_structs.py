@@ -17,12 +17,12 @@ import pytest
 import warp as wp
 
 import graphcheck as gc
-from graphcheck import _cuda, _warp
 from graphcheck.crosscheck import check
 from graphcheck.graph import CaptureSpan, GraphNode, match_nodes, read_match, span_nodes, walk
 from graphcheck.nodes import CudaLaunch
 from graphcheck.params import expected_cuda_config, field_at
 from tests import kernels as K
+from tests.internals import _cuda, _warp
 from tests.recorded_driver import (
     INVALID_VALUE,
     Keep,
@@ -462,9 +462,9 @@ def test_two_branches_get_one_body_each():
         GraphNode(1, 0x92, GRAPH, 0, "CONDITIONAL", (0x91,)),
         GraphNode(2, 0x93, GRAPH, 0, "CONDITIONAL", (0x92,)),
     ]
-    from graphcheck.graph import _bodies_from_capture
+    from graphcheck.graph import bodies_from_capture
 
-    learnt = _bodies_from_capture(nodes, [span((), (0x93,), bodies=(0xB1, 0xB2))])
+    learnt = bodies_from_capture(nodes, [span((), (0x93,), bodies=(0xB1, 0xB2))])
     assert learnt == {0x92: (0xB1,), 0x93: (0xB2,)}
 
 
@@ -715,7 +715,7 @@ def test_a_body_graph_that_cannot_be_read_is_a_gap():
 def test_the_picture_draws_the_matched_nodes_without_reading_the_graph_again():
     from graphcheck import dot
     from graphcheck.findings import Report
-    from graphcheck.guard import CheckedGraph
+    CheckedGraph = gc.CheckedGraph
 
     keep = Keep()
     trace, record, _ = recorded_launch()

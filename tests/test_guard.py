@@ -9,8 +9,8 @@ import pytest
 import warp as wp
 
 import graphcheck as gc
-from graphcheck import _warp
 from tests import kernels as K, producers as P
+from tests.internals import _warp
 from tests.releases import CAPTURE_ERROR_ON_READBACK
 
 DEVICE = "cpu"

@@ -187,7 +187,7 @@ MARKER_TESTS = """
 import pytest
 import warp as wp
 
-from graphcheck import _warp
+from tests.internals import _warp
 from tests import producers as P
 
 

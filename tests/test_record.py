@@ -10,8 +10,8 @@ import warp as wp
 from warp import launch as early_bound_launch  # bound before graphcheck hooks anything
 
 import graphcheck as gc
-from graphcheck import _warp
 from tests import kernels as K
+from tests.internals import _warp
 
 
 def arrays(n=16, device="cpu"):

@@ -6,9 +6,9 @@ import pytest
 import warp as wp
 
 import graphcheck as gc
-from graphcheck._owners_probe import OwnersProbe, Unsupported
 from graphcheck.guard import CheckedGraph
 from tests import kernels as K
+from tests.internals import OwnersProbe, Unsupported
 
 N = 16
 

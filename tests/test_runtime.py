@@ -21,8 +21,8 @@ import pytest
 import warp as wp
 
 import graphcheck as gc
-from graphcheck import _session, _warp
 from tests import kernels as K
+from tests.internals import _session, _warp
 
 TIMEOUT = 30  # seconds a barrier waits before the test fails rather than hangs
 

@@ -14,8 +14,8 @@ import numpy as np
 import warp as wp
 
 import graphcheck as gc
-from graphcheck import _warp
 from tests import kernels as K
+from tests.internals import _warp
 
 ROUNDS = 12
 LAUNCHES = 8  # per worker and round

@@ -11,8 +11,8 @@ import pytest
 import warp as wp
 
 import graphcheck as gc
-from graphcheck import _warp
 from tests import kernels as K
+from tests.internals import _warp
 
 INSTALLED = _warp.release(wp.__version__)
 NEWER = "warp-lang {} is newer than the releases graphcheck was tested with (1.15 to 1.19)"

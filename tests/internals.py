@@ -1,0 +1,12 @@
+"""The one place the tests reach graphcheck's internals.
+
+Most tests use only ``graphcheck``'s public names. Those that test an adapter or the
+recorder directly (the hooks going in and out, the driver's answers, the owners' probe)
+import what they need from here, so that moving an internal changes this file, not every
+test that uses it.
+"""
+
+from graphcheck import _cuda, _session, _warp
+from graphcheck._owners_probe import OwnersProbe, Unsupported
+
+__all__ = ["OwnersProbe", "Unsupported", "_cuda", "_session", "_warp"]
