@@ -6,7 +6,7 @@ import pytest
 import warp as wp
 
 import graphcheck as gc
-from graphcheck.guard import CheckedGraph
+from graphcheck import CheckedGraph
 from tests import kernels as K
 from tests.internals import OwnersProbe, Unsupported
 
