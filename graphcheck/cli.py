@@ -539,12 +539,7 @@ def _run(args: argparse.Namespace, settings: Any) -> int:
     sys.argv = [script, *script_args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     program_exit = 0
-    guard = AutoGuard(
-        allow=settings.allow,
-        reference_call=args.reference_call,
-        strict_ownership=settings.strict_ownership,
-        keep_graphs=bool(args.dot),
-    )
+    guard = AutoGuard(settings.capture_options(), reference_call=args.reference_call, keep_graphs=bool(args.dot))
     try:
         with guard:
             runpy.run_path(script, run_name="__main__")

@@ -487,12 +487,12 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     if settings is not None:
         allow = tuple(dict.fromkeys(settings.allow + allow))
         device = device if device is not None else settings.device
+    options = settings.capture_options() if settings is not None else None
     autoguard = AutoGuard(
+        options,
         allow=allow,
         reference_call=bool(marker.kwargs.get("reference_call", False)),
-        strict_ownership=bool(
-            marker.kwargs.get("strict_ownership", settings.strict_ownership if settings is not None else False)
-        ),
+        strict_ownership=bool(marker.kwargs.get("strict_ownership", options.strict_ownership if options else False)),
     )
     try:
         # The with statement exits the AutoGuard however the body ends, so wp.ScopedCapture
