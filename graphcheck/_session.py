@@ -504,63 +504,119 @@ def _body(session: Session, seq: int, branch: str, body: Any) -> Any:
     return run
 
 
+# The user code that launched last from the fast path, and its id: ``(code, id(code))``,
+# replaced as one object (a thread reads it once). The code object is held (record.hold).
+_last_user_code: list[tuple[Any, int]] = [(None, 0)]
+
+
+def _on_invoke(session: Session, kernel: Any, params: Any, adjoint: bool, blocks: bool) -> None:
+    """Warp's CPU ``invoke`` (``invoke_cpu_blocks`` when ``blocks``) is about to run a
+    kernel, while ``session`` records: what the woven fast path (:data:`CPU_INVOKE_PROLOGUE`)
+    did not take. A ``wp.launch`` from user code is recorded here as the fast path records
+    it; :meth:`Session.on_cpu_launch` does the rest (replays, launches Warp makes itself,
+    bodies of conditionals)."""
+    # Only Warp's woven launch and replay call invoke, and they made this context's
+    # session this thread's own before setting its pending call.
+    pending = session.pending
+    if (
+        pending is not None
+        and pending[0] is _LAUNCH
+        and not blocks
+        and not session.conditional_depth
+        and session.tiled is None
+    ):
+        frame = pending[1]
+        code = frame.f_code
+        entry = _code_kinds.get(id(code))
+        if (entry[1] if entry is not None else _kind(code)) == 0:
+            block = (_backward_blocks if adjoint else _forward_blocks).get(kernel)
+            try:
+                if block is None:
+                    block = _block(kernel, adjoint, params)
+                kept: Any = b"".join(params)
+            except TypeError:  # not a ctypes parameter: the general path's business
+                pass
+            else:
+                if len(kept) != block[1]:
+                    kept = tuple([bytes(p) for p in params])
+                _last_user_code[0] = (code, id(code))
+                raw = (block[0], adjoint, kept, pending[7], id(code), frame.f_lasti, next(_sequence))
+                for trace in session.traces:
+                    trace._append(raw)
+                return
+    if session.thread != threading.get_ident():
+        session = session.rebind()
+    session.on_cpu_launch(kernel, params, adjoint, blocks)
+
+
+#: Woven into Warp's CPU ``invoke`` (the ``invoke_cpu_blocks`` one only calls
+#: :func:`_on_invoke`): every eager CPU launch passes here while a trace is active, so the
+#: commonest case, a ``wp.launch`` from the user code that launched last, is recorded in
+#: ``invoke``'s own frame, without a call; anything else goes to :func:`_on_invoke`.
+#:
+#: The record is a tuple of the kernel's and the caller's ids, the parameter block as one
+#: ``bytes`` (Warp's parameter objects joined, split again by the sizes held for the
+#: kernel when read), and numbers: nothing the cyclic garbage collector traverses once it
+#: has seen the tuple, so a long trace does not slow every collection down.
+CPU_INVOKE_PROLOGUE = """
+_graphcheck_session = _graphcheck_active.get()
+if _graphcheck_session is not None:
+    _graphcheck_pending = _graphcheck_session.pending
+    _graphcheck_user = _graphcheck_last_user_code[0]
+    try:
+        _graphcheck_fast = (
+            _graphcheck_pending is not None
+            and _graphcheck_pending[0] is _graphcheck_launch
+            and (_graphcheck_frame := _graphcheck_pending[1]).f_code is _graphcheck_user[0]
+            and not _graphcheck_session.conditional_depth
+            and _graphcheck_session.tiled is None
+            and (_graphcheck_block := _graphcheck_blocks[adjoint].get(kernel)) is not None
+            and len(_graphcheck_kept := _graphcheck_join(params)) == _graphcheck_block[1]
+        )
+    except TypeError:
+        _graphcheck_fast = False
+    if _graphcheck_fast:
+        _graphcheck_raw = (_graphcheck_block[0], adjoint, _graphcheck_kept, _graphcheck_pending[7], _graphcheck_user[1],
+                           _graphcheck_frame.f_lasti, _graphcheck_next())
+        for _graphcheck_trace in _graphcheck_session.traces:
+            _graphcheck_trace._append(_graphcheck_raw)
+    else:
+        _graphcheck_on_invoke(_graphcheck_session, kernel, params, adjoint, False)
+"""
+
+CPU_INVOKE_BLOCKS_PROLOGUE = """
+_graphcheck_session = _graphcheck_active.get()
+if _graphcheck_session is not None:
+    _graphcheck_on_invoke(_graphcheck_session, kernel, params, adjoint, True)
+"""
+
+_warp._WOVEN_GLOBALS.update(
+    {
+        "_graphcheck_on_invoke": _on_invoke,
+        "_graphcheck_last_user_code": _last_user_code,
+        "_graphcheck_blocks": (_forward_blocks, _backward_blocks),
+        "_graphcheck_join": b"".join,
+        "_graphcheck_next": _sequence.__next__,
+    }
+)
+
+
 def make_cpu_invoke_hook(original: Callable[..., Any], blocks: bool) -> Callable[..., Any]:
-    """The hook for Warp's CPU ``invoke`` (``invoke_cpu_blocks`` when ``blocks``).
-
-    Every eager CPU launch passes here while a trace is active, so the commonest case (a
-    ``wp.launch`` called from user code) is recorded right here, without a call:
-    :meth:`Session.on_cpu_launch` does the rest (replays, launches Warp makes itself,
-    bodies of conditionals, the first launch from a place not yet classified).
-
-    The record is a tuple of the kernel's and the caller's ids, the parameter block as one
-    ``bytes``, and numbers: nothing the cyclic garbage collector traverses once it has
-    seen the tuple, so a long trace does not slow every collection down.
-    """
+    """A hook in place of Warp's CPU ``invoke`` (``invoke_cpu_blocks`` when ``blocks``),
+    for a Warp whose ``invoke`` cannot take :data:`CPU_INVOKE_PROLOGUE` (other argument names)."""
     active = _warp.ACTIVE
-    ident = threading.get_ident
-    join = b"".join
-    forward, backward = _forward_blocks, _backward_blocks
 
     def hook(kernel: Any, hooks: Any, params: Any, adjoint: bool) -> Any:
         session = active.get()
         if session is not None:
-            # Only Warp's woven launch and replay call invoke, and they made this context's
-            # session this thread's own before setting its pending call.
-            pending = session.pending
-            if (
-                pending is not None
-                and pending[0] is _LAUNCH
-                and not blocks
-                and not session.conditional_depth
-                and session.tiled is None
-            ):
-                frame = pending[1]
-                code = frame.f_code
-                entry = _code_kinds.get(id(code))
-                if (entry[1] if entry is not None else _kind(code)) == 0:
-                    block = (backward if adjoint else forward).get(kernel)
-                    try:
-                        if block is None:
-                            block = _block(kernel, adjoint, params)
-                        kept: Any = join(params)
-                    except TypeError:  # not a ctypes parameter: the general path's business
-                        pass
-                    else:
-                        if len(kept) != block[1]:
-                            kept = tuple([bytes(p) for p in params])
-                        raw = (block[0], adjoint, kept, pending[7], id(code), frame.f_lasti, next(_sequence))
-                        for trace in session.traces:
-                            trace._append(raw)
-                        return original(kernel, hooks, params, adjoint)
-            if session.thread != ident():
-                session = session.rebind()
-            session.on_cpu_launch(kernel, params, adjoint, blocks)
+            _on_invoke(session, kernel, params, adjoint, blocks)
         return original(kernel, hooks, params, adjoint)
 
     return hook
 
 
 _warp.cpu_invoke_hook_factory = make_cpu_invoke_hook
+_warp.cpu_invoke_prologues = (CPU_INVOKE_PROLOGUE, CPU_INVOKE_BLOCKS_PROLOGUE)
 
 
 # -- Starting and stopping ----------------------------------------------------------------

@@ -430,10 +430,15 @@ def _plan_patches() -> list[_Patch]:
     weave("wp.Launch.launch", _context.Launch.launch, _REPLAY_PROLOGUE, "", _PENDING_EPILOGUE)
 
     # Kernel launches: where the parameter block leaves Python.
+    # Woven, so that recording costs no second Python frame per launch.
     cpu_invoke = cpu_invoke_hook_factory
-    assert cpu_invoke is not None, "graphcheck._session supplies the CPU invoke hook"
+    assert cpu_invoke is not None and cpu_invoke_prologues is not None, "graphcheck._session supplies them"
     for name, blocks in _CPU_INVOKERS:
-        attr(name, _context, name, cpu_invoke(getattr(_context, name), blocks))
+        invoker = getattr(_context, name)
+        if invoker.__code__.co_varnames[:4] == ("kernel", "hooks", "params", "adjoint"):
+            weave(name, invoker, cpu_invoke_prologues[blocks], "", "pass")
+        else:
+            attr(name, _context, name, cpu_invoke(invoker, blocks))
     attr("wp_cpu_launch_kernel", core, "wp_cpu_launch_kernel", _make_cpu_capture_launch_hook(core.wp_cpu_launch_kernel))
     attr("wp_cuda_launch_kernel", core, "wp_cuda_launch_kernel", _make_cuda_launch_hook(core.wp_cuda_launch_kernel))
 
@@ -630,6 +635,9 @@ def _weave(fn: Any, prologue: str, on_error: str, epilogue: str) -> types.CodeTy
 #: ``invoke_cpu_blocks``. The session module supplies it (it holds the recording fast
 #: path, since every eager CPU launch passes there).
 cpu_invoke_hook_factory: Callable[[Callable[..., Any], bool], Callable[..., Any]] | None = None
+#: The prologues woven into Warp's CPU ``invoke`` and ``invoke_cpu_blocks`` (by their
+#: argument names ``kernel, hooks, params, adjoint``), from the session module too.
+cpu_invoke_prologues: tuple[str, str] | None = None
 
 
 def _make_cpu_capture_launch_hook(original: Any) -> Callable[..., Any]:
