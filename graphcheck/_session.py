@@ -504,9 +504,10 @@ def _body(session: Session, seq: int, branch: str, body: Any) -> Any:
     return run
 
 
-# The user code that launched last from the fast path, and its id: ``(code, id(code))``,
-# replaced as one object (a thread reads it once). The code object is held (record.hold).
-_last_user_code: list[tuple[Any, int]] = [(None, 0)]
+# id(code) -> the same int, for each user code object a launch came from (the code is
+# held by record.hold, so its id is never reused): the fast path's test that the caller is
+# user code, and the one int every record of that code shares.
+_user_codes: dict[int, int] = {}
 
 
 def _on_invoke(session: Session, kernel: Any, params: Any, adjoint: bool, blocks: bool) -> None:
@@ -539,7 +540,8 @@ def _on_invoke(session: Session, kernel: Any, params: Any, adjoint: bool, blocks
             else:
                 if len(kept) != block[1]:
                     kept = tuple([bytes(p) for p in params])
-                _last_user_code[0] = (code, id(code))
+                code_id = id(code)
+                _user_codes.setdefault(code_id, code_id)
                 raw = (block[0], adjoint, kept, pending[7], id(code), frame.f_lasti, next(_sequence))
                 for trace in session.traces:
                     trace._append(raw)
@@ -551,7 +553,7 @@ def _on_invoke(session: Session, kernel: Any, params: Any, adjoint: bool, blocks
 
 #: Woven into Warp's CPU ``invoke`` (the ``invoke_cpu_blocks`` one only calls
 #: :func:`_on_invoke`): every eager CPU launch passes here while a trace is active, so the
-#: commonest case, a ``wp.launch`` from the user code that launched last, is recorded in
+#: commonest case, a ``wp.launch`` from user code seen before, is recorded in
 #: ``invoke``'s own frame, without a call; anything else goes to :func:`_on_invoke`.
 #:
 #: The record is a tuple of the kernel's and the caller's ids, the parameter block as one
@@ -562,12 +564,12 @@ CPU_INVOKE_PROLOGUE = """
 _graphcheck_session = _graphcheck_active.get()
 if _graphcheck_session is not None:
     _graphcheck_pending = _graphcheck_session.pending
-    _graphcheck_user = _graphcheck_last_user_code[0]
     try:
         _graphcheck_fast = (
             _graphcheck_pending is not None
             and _graphcheck_pending[0] is _graphcheck_launch
-            and (_graphcheck_frame := _graphcheck_pending[1]).f_code is _graphcheck_user[0]
+            and (_graphcheck_frame := _graphcheck_pending[1]) is not None
+            and (_graphcheck_code := _graphcheck_user_codes.get(_graphcheck_id(_graphcheck_frame.f_code))) is not None
             and not _graphcheck_session.conditional_depth
             and _graphcheck_session.tiled is None
             and (_graphcheck_block := _graphcheck_blocks[adjoint].get(kernel)) is not None
@@ -576,7 +578,7 @@ if _graphcheck_session is not None:
     except TypeError:
         _graphcheck_fast = False
     if _graphcheck_fast:
-        _graphcheck_raw = (_graphcheck_block[0], adjoint, _graphcheck_kept, _graphcheck_pending[7], _graphcheck_user[1],
+        _graphcheck_raw = (_graphcheck_block[0], adjoint, _graphcheck_kept, _graphcheck_pending[7], _graphcheck_code,
                            _graphcheck_frame.f_lasti, _graphcheck_next())
         for _graphcheck_trace in _graphcheck_session.traces:
             _graphcheck_trace._append(_graphcheck_raw)
@@ -593,7 +595,8 @@ if _graphcheck_session is not None:
 _warp._WOVEN_GLOBALS.update(
     {
         "_graphcheck_on_invoke": _on_invoke,
-        "_graphcheck_last_user_code": _last_user_code,
+        "_graphcheck_user_codes": _user_codes,
+        "_graphcheck_id": id,
         "_graphcheck_blocks": (_forward_blocks, _backward_blocks),
         "_graphcheck_join": b"".join,
         "_graphcheck_next": _sequence.__next__,
