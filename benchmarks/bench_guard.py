@@ -88,7 +88,7 @@ def bench_replay_check(device: str = "cpu", launches: int = 1000, buffers: int =
     addresses = len(checked._baked)
     elapsed = seconds(checked.check_replay, 3)
     figures = paired(
-        {"bare": lambda: wp.capture_launch(checked.graph), "always": checked.launch}, rounds=15, collector=True
+        {"bare": lambda: wp.capture_launch(checked.graph), "always": checked.launch}, rounds=400, collector=True
     )
     return {
         "baked_addresses": addresses,

@@ -7,8 +7,11 @@ baked an address of, the path to its array from the owners (``owner.state.x``,
 ``owner.buffers[3]``) and which array it was. Before a launch it follows those paths
 again in one generated function and compares identities: the same arrays at the same
 places (none freed, none reassigned, none resized, since a resized array is a new array)
-means the full check would find the same buffers there. A weak reference to each array
-tells, at no cost per launch, when one is freed (its id could then be reused).
+means the full check would find the same buffers there. The identities are compared as
+the bytes of the object pointers in one tuple of the objects found (one memcmp; on other
+Pythons than CPython, a tuple of ids). A weak reference to each array tells, at no cost
+per launch, when one is freed (its id could then be reused), so equal pointers are the
+same live objects.
 
 Whatever the probe cannot follow (a set member, the object a bound method is bound to,
 a path whose lookup fails) makes it unavailable: the full check runs every time then.
@@ -17,8 +20,11 @@ a path whose lookup fails) makes it unavailable: the full check runs every time 
 from __future__ import annotations
 
 import ast
+import ctypes
 import keyword
 import re
+import struct
+import sys
 import weakref
 from collections.abc import Iterable
 from typing import Any
@@ -115,6 +121,8 @@ class OwnersProbe:
                         expressions[prefix].format(names[parent]) if parent is not None else expressions[prefix]
                     )
                     lines.append(f"    {names[prefix]} = {expression}")
+            if len(results) == 1 and results[0].startswith("*tuple("):
+                return "\n".join([*lines, f"    return {results[0][1:]}"]) + "\n"
             return "\n".join([*lines, f"    return ({''.join(r + ', ' for r in results)})"]) + "\n"
 
         def with_parents(prefixes: Iterable[tuple[Any, ...]]) -> set[tuple[Any, ...]]:
@@ -134,13 +142,19 @@ class OwnersProbe:
                 by_parent.setdefault(leaf[:-1], []).append(leaf)
         grouped = {parent for parent, items in by_parent.items() if len(items) >= 8}
         single_ids = [leaf for leaf in leaves if leaf[:-1] not in grouped or leaf in parents.values()]
+        grouped_order = sorted(grouped, key=order.index)
+        needed = with_parents([*single_ids, *grouped_order])
+        place_results = [names[leaf] for leaf in single_ids] + [f"*{names[parent]}" for parent in grouped_order]
+        if len(place_results) == 1 and place_results[0].startswith("*"):
+            place_results = [f"*tuple({place_results[0][1:]})"]  # one copy, not a list and then a tuple
         id_results = [f"id({names[leaf]})" for leaf in single_ids]
-        id_results += [f"*map(id, {names[parent]})" for parent in sorted(grouped, key=order.index)]
-        source = function("objects", [names[leaf] for leaf in leaves], with_parents(leaves)) + function(
-            "ids", id_results, with_parents([*single_ids, *grouped])
-        )
+        id_results += [f"*map(id, {names[parent]})" for parent in grouped_order]
+        source = function("objects", [names[leaf] for leaf in leaves], with_parents(leaves))
+        source += function("places", place_results, needed) + function("ids", id_results, needed)
+        self.source = source
         namespace: dict[str, Any] = {**keys, "_cell": _cell}
         exec(compile(source, "<graphcheck owners probe>", "exec"), namespace)
+        self._places = namespace["places"]
         self._ids = namespace["ids"]
         self._roots = owners
         self.freed = False
@@ -153,7 +167,15 @@ class OwnersProbe:
                 raise Unsupported(f"{type(array).__name__} is not an array")
         # Held weakly: a freed array, whose id a new one may take, makes the probe stale.
         self._refs = [weakref.ref(array, self._on_free) for array in arrays]
-        self._expected = self._ids(owners)
+        # The objects at the places, compared by identity: as the bytes of the pointers a
+        # tuple of them holds (one C copy and one memcmp, no int per object), or by their
+        # ids where tuples are not laid out as CPython's.
+        places = self._places(owners)
+        if _pointers(places) == struct.pack(f"{len(places)}P", *map(id, places)):
+            self._expected: Any = _pointers(places)
+            self.unchanged = self._unchanged_pointers  # type: ignore[method-assign]
+        else:
+            self._expected = self._ids(owners)
 
     def _on_free(self, _ref: Any) -> None:
         self.freed = True
@@ -166,3 +188,24 @@ class OwnersProbe:
             return bool(self._ids(self._roots) == self._expected)
         except Exception:  # a path no longer leads anywhere: the full check says what happened
             return False
+
+    def _unchanged_pointers(self) -> bool:
+        if self.freed:  # (then an id may belong to another object now)
+            return False
+        try:
+            return _pointers(self._places(self._roots)) == self._expected
+        except Exception:  # a path no longer leads anywhere: the full check says what happened
+            return False
+
+
+def _pointers(objects: tuple[Any, ...]) -> bytes:
+    """The object pointers a tuple holds, as bytes (CPython: equal to their ids packed);
+    empty where tuples are laid out otherwise. The tuple is held while it is read."""
+    if not _TUPLE_ITEMS:
+        return b""
+    return ctypes.string_at(id(objects) + _TUPLE_ITEMS, _POINTER * len(objects))
+
+
+# Where a CPython tuple's items start: its items follow the fixed part inline.
+_POINTER = struct.calcsize("P")
+_TUPLE_ITEMS = tuple.__basicsize__ if sys.implementation.name == "cpython" and tuple.__itemsize__ == _POINTER else 0

@@ -35,6 +35,8 @@ _sequence = itertools.count(1)
 
 _ALLOCATING = _warp.ALLOCATING_FUNCTIONS
 _LAUNCH = _warp.LAUNCH
+_KIND, _FRAME, _KERNEL = _warp.PENDING_KIND, _warp.PENDING_FRAME, _warp.PENDING_KERNEL
+_MAX_BLOCKS, _BLOCK_DIM, _ADJOINT = _warp.PENDING_MAX_BLOCKS, _warp.PENDING_BLOCK_DIM, _warp.PENDING_ADJOINT
 _REPLAY = _warp.REPLAY
 
 # id(code) -> (code, kind): keyed by id because hashing a code object hashes its contents
@@ -183,17 +185,17 @@ class Session:
     def on_cpu_capture_launch(self, bounds_ref: Any, args_ref: Any, adj_ref: Any) -> None:
         """``wp_cpu_launch_kernel``: a CPU launch inside a capture, as the structs Warp built."""
         pending = self.pending
-        if pending is not None and pending[0] is _LAUNCH and not self.conditional_depth and self.tiled is None:
-            frame, kernel = pending[1], pending[2]
+        if pending is not None and pending[_KIND] is _LAUNCH and not self.conditional_depth and self.tiled is None:
+            frame, kernel = pending[_FRAME], pending[_KERNEL]
             code = frame.f_code
             entry = _code_kinds.get(id(code))
-            if entry is not None and entry[1] == 0 and not getattr(kernel, "is_generic", True):
+            if entry is not None and entry[1] is CodeKind.USER and not getattr(kernel, "is_generic", True):
                 # The fast path, as for eager launches. Warp built the bounds and the
                 # argument structs for this launch alone: keep them, split them when read.
                 adj = getattr(adj_ref, "_obj", None)
                 captured = CapturedParams(bounds_ref._obj, args_ref._obj, adj)
-                raw = (hold(kernel), adj is not None, captured, pending[7], id(code), frame.f_lasti, next(_sequence),
-                       pending[8])  # fmt: skip
+                raw = (hold(kernel), adj is not None, captured, pending[_MAX_BLOCKS], id(code), frame.f_lasti,
+                       next(_sequence), pending[_BLOCK_DIM])  # fmt: skip
                 for trace in self.traces:
                     trace.deliver(raw)
                 return
@@ -237,11 +239,11 @@ class Session:
         pending = self.pending
         if pending is None:
             return None, False
-        if pending[0] is _REPLAY:
-            config = _warp.replay_config(pending[2])
+        if pending[_KIND] is _REPLAY:
+            config = _warp.replay_config(pending[_KERNEL])
             return config[0], config[4]
-        kernel, inputs, outputs = pending[2:5]
-        return _warp.resolve_overload(kernel, inputs, outputs), bool(pending[9])
+        kernel, inputs, outputs = pending[_KERNEL : _KERNEL + 3]
+        return _warp.resolve_overload(kernel, inputs, outputs), bool(pending[_ADJOINT])
 
     def _record_launch(
         self,
@@ -261,17 +263,17 @@ class Session:
         replay = False
         if pending is None:
             code, lasti, via, internal = _caller(sys._getframe(1), "")
-        elif pending[0] is _REPLAY:
-            code, lasti, via, internal = _caller(pending[1], "Launch.launch")
+        elif pending[_KIND] is _REPLAY:
+            code, lasti, via, internal = _caller(pending[_FRAME], "Launch.launch")
             replay = True
-            cmd_kernel, cmd_device, cmd_block_dim, cmd_max_blocks, _ = _warp.replay_config(pending[2])
+            cmd_kernel, cmd_device, cmd_block_dim, cmd_max_blocks, _ = _warp.replay_config(pending[_KERNEL])
             kernel = kernel if kernel is not None else cmd_kernel
             device = device or cmd_device
             block_dim = block_dim if block_dim is not None else cmd_block_dim
             max_blocks = max_blocks or cmd_max_blocks
         else:
-            intent = pending[2:]
-            code, lasti, via, internal = _caller(pending[1], "launch")
+            intent = pending[_KERNEL:]
+            code, lasti, via, internal = _caller(pending[_FRAME], "launch")
             req_kernel, inputs, outputs, req_device, req_stream, req_max_blocks, req_block_dim, _ = intent
             if kernel is None:
                 kernel = _warp.resolve_overload(req_kernel, inputs, outputs)
@@ -491,60 +493,122 @@ def _body(session: Session, seq: int, branch: str, body: Any) -> Any:
     return run
 
 
+# id(code) -> the same int, for each user code object a launch came from (the code is
+# held by record.hold, so its id is never reused): the fast path's test that the caller is
+# user code, and the one int every record of that code shares.
+_user_codes: dict[int, int] = {}
+
+
+def _on_invoke(session: Session, kernel: Any, params: Any, adjoint: bool, blocks: bool) -> None:
+    """Warp's CPU ``invoke`` (``invoke_cpu_blocks`` when ``blocks``) is about to run a
+    kernel, while ``session`` records: what the woven fast path (:data:`CPU_INVOKE_PROLOGUE`)
+    did not take. A ``wp.launch`` from user code is recorded here as the fast path records
+    it; :meth:`Session.on_cpu_launch` does the rest (replays, launches Warp makes itself,
+    bodies of conditionals)."""
+    # Only Warp's woven launch and replay call invoke, and they made this context's
+    # session this thread's own before setting its pending call.
+    pending = session.pending
+    if (
+        pending is not None
+        and pending[_KIND] is _LAUNCH
+        and not blocks
+        and not session.conditional_depth
+        and session.tiled is None
+    ):
+        frame = pending[_FRAME]
+        code = frame.f_code
+        entry = _code_kinds.get(id(code))
+        if (entry[1] if entry is not None else _kind(code)) is CodeKind.USER:
+            block = (_backward_blocks if adjoint else _forward_blocks).get(kernel)
+            try:
+                if block is None:
+                    block = _block(kernel, adjoint, params)
+                kept: Any = b"".join(params)
+            except TypeError:  # not a ctypes parameter: the general path's business
+                pass
+            else:
+                if len(kept) != block[1]:
+                    kept = tuple([bytes(p) for p in params])
+                code_id = id(code)
+                _user_codes.setdefault(code_id, code_id)
+                raw = (block[0], adjoint, kept, pending[_MAX_BLOCKS], id(code), frame.f_lasti, next(_sequence))
+                for trace in session.traces:
+                    trace.deliver(raw)
+                return
+    if session.thread != threading.get_ident():
+        session = session.rebind()
+    session.on_cpu_launch(kernel, params, adjoint, blocks)
+
+
+#: Woven into Warp's CPU ``invoke`` (the ``invoke_cpu_blocks`` one only calls
+#: :func:`_on_invoke`): every eager CPU launch passes here while a trace is active, so the
+#: commonest case, a ``wp.launch`` from user code seen before, is recorded in
+#: ``invoke``'s own frame, without a call; anything else goes to :func:`_on_invoke`.
+#:
+#: The record is a tuple of the kernel's and the caller's ids, the parameter block as one
+#: ``bytes`` (Warp's parameter objects joined, split again by the sizes held for the
+#: kernel when read), and numbers: nothing the cyclic garbage collector traverses once it
+#: has seen the tuple, so a long trace does not slow every collection down.
+CPU_INVOKE_PROLOGUE = f"""
+_graphcheck_session = _graphcheck_active.get()
+if _graphcheck_session is not None:
+    _graphcheck_pending = _graphcheck_session.pending
+    try:
+        _graphcheck_fast = (
+            _graphcheck_pending is not None
+            and _graphcheck_pending[{_KIND}] is _graphcheck_launch
+            and (_graphcheck_frame := _graphcheck_pending[{_FRAME}]) is not None
+            and (_graphcheck_code := _graphcheck_user_codes.get(_graphcheck_id(_graphcheck_frame.f_code))) is not None
+            and not _graphcheck_session.conditional_depth
+            and _graphcheck_session.tiled is None
+            and (_graphcheck_block := _graphcheck_blocks[adjoint].get(kernel)) is not None
+            and len(_graphcheck_kept := _graphcheck_join(params)) == _graphcheck_block[1]
+        )
+    except TypeError:
+        _graphcheck_fast = False
+    if _graphcheck_fast:
+        _graphcheck_raw = (_graphcheck_block[0], adjoint, _graphcheck_kept, _graphcheck_pending[{_MAX_BLOCKS}],
+                           _graphcheck_code, _graphcheck_frame.f_lasti, _graphcheck_next())
+        for _graphcheck_trace in _graphcheck_session.traces:
+            _graphcheck_trace.deliver(_graphcheck_raw)
+    else:
+        _graphcheck_on_invoke(_graphcheck_session, kernel, params, adjoint, False)
+"""
+
+CPU_INVOKE_BLOCKS_PROLOGUE = """
+_graphcheck_session = _graphcheck_active.get()
+if _graphcheck_session is not None:
+    _graphcheck_on_invoke(_graphcheck_session, kernel, params, adjoint, True)
+"""
+
+
 def make_cpu_invoke_hook(original: Callable[..., Any], blocks: bool) -> Callable[..., Any]:
-    """The hook for Warp's CPU ``invoke`` (``invoke_cpu_blocks`` when ``blocks``).
-
-    Every eager CPU launch passes here while a trace is active, so the commonest case (a
-    ``wp.launch`` called from user code) is recorded right here, without a call:
-    :meth:`Session.on_cpu_launch` does the rest (replays, launches Warp makes itself,
-    bodies of conditionals, the first launch from a place not yet classified).
-
-    The record is a tuple of the kernel's and the caller's ids, the parameter block as one
-    ``bytes``, and numbers: nothing the cyclic garbage collector traverses once it has
-    seen the tuple, so a long trace does not slow every collection down.
-    """
+    """A hook in place of Warp's CPU ``invoke`` (``invoke_cpu_blocks`` when ``blocks``),
+    for a Warp whose ``invoke`` cannot take :data:`CPU_INVOKE_PROLOGUE` (other argument names)."""
     active = _warp.ACTIVE
-    ident = threading.get_ident
-    join = b"".join
-    forward, backward = _forward_blocks, _backward_blocks
 
     def hook(kernel: Any, hooks: Any, params: Any, adjoint: bool) -> Any:
         session = active.get()
         if session is not None:
-            # Only Warp's woven launch and replay call invoke, and they made this context's
-            # session this thread's own before setting its pending call.
-            pending = session.pending
-            if (
-                pending is not None
-                and pending[0] is _LAUNCH
-                and not blocks
-                and not session.conditional_depth
-                and session.tiled is None
-            ):
-                frame = pending[1]
-                code = frame.f_code
-                entry = _code_kinds.get(id(code))
-                if (entry[1] if entry is not None else _kind(code)) == 0:
-                    block = (backward if adjoint else forward).get(kernel)
-                    try:
-                        if block is None:
-                            block = _block(kernel, adjoint, params)
-                        kept: Any = join(params)
-                    except TypeError:  # not a ctypes parameter: the general path's business
-                        pass
-                    else:
-                        if len(kept) != block[1]:
-                            kept = tuple([bytes(p) for p in params])
-                        raw = (block[0], adjoint, kept, pending[7], id(code), frame.f_lasti, next(_sequence))
-                        for trace in session.traces:
-                            trace.deliver(raw)
-                        return original(kernel, hooks, params, adjoint)
-            if session.thread != ident():
-                session = session.rebind()
-            session.on_cpu_launch(kernel, params, adjoint, blocks)
+            _on_invoke(session, kernel, params, adjoint, blocks)
         return original(kernel, hooks, params, adjoint)
 
     return hook
+
+
+#: What the hooks take from the recorder: the fast path woven into Warp's CPU invoke.
+RECORDER = _warp.Recorder(
+    invoke_prologues=(CPU_INVOKE_PROLOGUE, CPU_INVOKE_BLOCKS_PROLOGUE),
+    invoke_hook=make_cpu_invoke_hook,
+    woven_globals={
+        "_graphcheck_on_invoke": _on_invoke,
+        "_graphcheck_user_codes": _user_codes,
+        "_graphcheck_id": id,
+        "_graphcheck_blocks": (_forward_blocks, _backward_blocks),
+        "_graphcheck_join": b"".join,
+        "_graphcheck_next": _sequence.__next__,
+    },
+)
 
 
 # -- Starting and stopping ----------------------------------------------------------------
@@ -564,7 +628,7 @@ def settle() -> None:
         for trace in [t for t in _recording if not t.recording]:
             _recording.discard(trace)
         if _recording:
-            _warp.HOOKS.install(make_cpu_invoke_hook)
+            _warp.HOOKS.install(RECORDER)
             return
         try:
             _warp.HOOKS.remove()

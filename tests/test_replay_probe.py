@@ -96,6 +96,31 @@ def test_a_freed_buffer_is_found_even_if_its_id_is_reused():
     assert probe.freed and not probe.unchanged()
 
 
+def test_the_probe_compares_identities_not_equality_and_holds_nothing():
+    import gc as collector
+    import weakref
+
+    sim = Sim()
+    sim.bufs = [wp.zeros(N, dtype=float, device="cpu") for _ in range(12)]
+    probe = OwnersProbe((sim,), [f"owner.bufs[{i}]" for i in range(12)] + ["owner.x"], single=True)
+    assert probe.unchanged()
+    kept = list(sim.bufs)
+    sim.bufs[5], sim.bufs[6] = sim.bufs[6], sim.bufs[5]  # the same arrays, swapped
+    assert not probe.unchanged()
+    sim.bufs = list(kept)  # another list holding the same arrays in the same order
+    assert probe.unchanged()
+    sim.bufs = tuple(kept)  # a tuple: same identities
+    assert probe.unchanged()
+    sim.bufs = kept[:11]
+    assert not probe.unchanged()
+    sim.bufs = kept
+    ref = weakref.ref(sim.x)
+    sim.x = wp.zeros(N, dtype=float, device="cpu")
+    collector.collect()
+    assert ref() is None  # the probe kept no strong reference
+    assert not probe.unchanged()
+
+
 def test_the_probe_follows_every_kind_of_label_and_refuses_what_it_cannot():
     sim, other = Sim(), Sim()
     labels = ["owners[0].x", "owners[0].bufs[2]", "owners[0].named['v']", "owners[1].x"]
@@ -120,7 +145,8 @@ def test_many_buffers_in_one_list_are_compared_as_one_sequence():
     sim = Sim()
     sim.bufs = [wp.zeros(N, dtype=float, device="cpu") for _ in range(12)]
     probe = OwnersProbe((sim,), [f"owner.bufs[{i}]" for i in range(10)] + ["owner.x"], single=True)
-    assert "map" in probe._ids.__code__.co_names  # one C loop over the list
+    places = probe.source.split("def places")[1].split("def ids")[0]
+    assert places.count("[") == 1 and "*v" in places  # roots[0], then the list unpacked in one C loop
     assert probe.unchanged()
     replaced = sim.bufs[3]
     sim.bufs[3] = wp.zeros(N, dtype=float, device="cpu")

@@ -174,9 +174,9 @@ def test_an_interrupt_at_any_step_leaves_no_hook_and_the_next_trace_works(step):
 def test_installing_twice_is_installing_once():
     a, b = arrays()
     with gc.trace_launches() as trace:
-        _warp.HOOKS.install(_session.make_cpu_invoke_hook)
+        _warp.HOOKS.install(_session.RECORDER)
         _warp.HOOKS.state = "partial"  # as after an interrupted install: the next one completes it
-        _warp.HOOKS.install(_session.make_cpu_invoke_hook)
+        _warp.HOOKS.install(_session.RECORDER)
         wp.launch(K.scale, dim=16, inputs=[a, b, 2.0, 1], device="cpu")
         wp.copy(a, b)
     assert [r.kernel for r in trace] == ["tests.kernels.scale", "wp.copy"]
@@ -419,3 +419,30 @@ def test_a_session_belongs_to_one_thread():
         theirs = run_in_thread(_warp.current_session, contextvars.copy_context())()
     assert isinstance(theirs, _session.Session) and theirs is not mine
     assert theirs.traces == mine.traces
+
+
+def test_the_fast_path_names_each_launch_site_when_sites_alternate():
+    # The woven invoke keeps the user code that launched last: another function, or
+    # another line of the same one, must still name its own site.
+    a = wp.zeros(16, dtype=float, device="cpu")
+    b = wp.ones(16, dtype=float, device="cpu")
+
+    def first(i):
+        wp.launch(K.scale, dim=16, inputs=[a, b, 2.0, i], device="cpu")
+
+    def second(i):
+        wp.launch(K.scale, dim=16, inputs=[a, b, 3.0, i], device="cpu")
+        wp.launch(K.scale, dim=16, inputs=[a, b, 4.0, i], device="cpu")
+
+    with gc.trace_launches() as trace:
+        for i in range(3):
+            first(i)
+            second(i)
+    python_gc.collect()
+    assert all(type(item) is tuple for item in trace._items)  # every one took the fast path
+    assert [r.args["s"] for r in trace] == [2.0, 3.0, 4.0] * 3
+    assert [r.args["n"] for r in trace] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    sites = [(r.site.function.rsplit(".", 1)[-1], r.site.lineno) for r in trace]
+    assert sites[0][0] == "first" and sites[1][0] == sites[2][0] == "second"
+    assert sites[1][1] + 1 == sites[2][1]
+    assert sites[:3] * 3 == sites

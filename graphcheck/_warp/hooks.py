@@ -42,8 +42,8 @@ import inspect
 import sys
 import threading
 import types
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
 import warp as wp
 import warp._src.context as _context
@@ -62,6 +62,33 @@ from .version import _COPY_INTENT, _CPU_INVOKERS, _LAUNCH_INTENT, _NATIVE_HELPER
 ACTIVE: contextvars.ContextVar[Any] = contextvars.ContextVar("graphcheck_session", default=None)
 
 LAUNCH, REPLAY = "launch", "replay"
+
+#: Where the fields of a pending call stand in the tuple a woven prologue sets:
+#: ``(LAUNCH, caller frame, *intent)`` with the intent in ``_LAUNCH_INTENT``'s order, or
+#: ``(REPLAY, caller frame, command)``. The frame is held only while the call runs.
+PENDING_KIND, PENDING_FRAME, PENDING_KERNEL = 0, 1, 2
+PENDING_COMMAND = PENDING_KERNEL
+PENDING_MAX_BLOCKS, PENDING_BLOCK_DIM, PENDING_ADJOINT = (
+    PENDING_KERNEL + _LAUNCH_INTENT.index(name) for name in ("max_blocks", "block_dim", "adjoint")
+)
+
+
+class Recorder(NamedTuple):
+    """What the recording session (:mod:`graphcheck._session`) gives the hooks: its fast
+    path for Warp's CPU ``invoke``, which every eager CPU launch passes.
+
+    Attributes:
+        invoke_prologues: woven into ``invoke`` and ``invoke_cpu_blocks`` (by their
+            argument names ``kernel, hooks, params, adjoint``).
+        invoke_hook: makes a hook in place of an ``invoke`` with other argument names,
+            from the original and whether it is ``invoke_cpu_blocks``.
+        woven_globals: the names the prologues use, put in Warp's module globals.
+    """
+
+    invoke_prologues: tuple[str, str]
+    invoke_hook: Callable[[Callable[..., Any], bool], Callable[..., Any]]
+    woven_globals: Mapping[str, Any]
+
 
 _get_ident = threading.get_ident
 
@@ -129,18 +156,17 @@ class Hooks:
         self.state = "out"
         self.checkpoint: Callable[[str], None] | None = None
 
-    def install(self, cpu_invoke: Callable[[Callable[..., Any], bool], Callable[..., Any]]) -> None:
+    def install(self, recorder: Recorder) -> None:
         """Put every hook in place (nothing happens when they already are).
 
         Args:
-            cpu_invoke: makes the hook for Warp's CPU ``invoke`` from the original and
-                whether it is ``invoke_cpu_blocks``; the recording session supplies it,
-                since it holds the recording fast path every eager CPU launch passes.
+            recorder: the recording session's fast path for Warp's CPU ``invoke``, which
+                every eager CPU launch passes.
         """
         if self.state == "in":
             return
         check_warp()
-        patches = self._plan(cpu_invoke)
+        patches = self._plan(recorder)
         self.state = "partial"
         for patch in patches:
             if self.checkpoint is not None:
@@ -163,9 +189,9 @@ class Hooks:
         """Labels of the hooks in place right now."""
         return [p.label for p in self._patches or () if p.in_place()]
 
-    def _plan(self, cpu_invoke: Callable[[Callable[..., Any], bool], Callable[..., Any]]) -> list[_Patch]:
+    def _plan(self, recorder: Recorder) -> list[_Patch]:
         if self._patches is None:
-            self._patches = _plan_patches(cpu_invoke)
+            self._patches = _plan_patches(recorder)
         return self._patches
 
 
@@ -177,7 +203,7 @@ def hooks_installed() -> bool:
     return HOOKS.state != "out" or bool(HOOKS.left_behind())
 
 
-def _plan_patches(cpu_invoke: Callable[[Callable[..., Any], bool], Callable[..., Any]]) -> list[_Patch]:
+def _plan_patches(recorder: Recorder) -> list[_Patch]:
     core = _runtime().core
     patches: list[_Patch] = []
 
@@ -187,7 +213,7 @@ def _plan_patches(cpu_invoke: Callable[[Callable[..., Any], bool], Callable[...,
     def weave(label: str, fn: Any, prologue: str, on_error: str, finally_: str) -> None:
         patches.append(_Patch(label, fn, "__code__", _weave(fn, prologue, on_error, finally_)))
 
-    for name, value in _WOVEN_GLOBALS.items():  # stay in place for good (see above)
+    for name, value in {**_WOVEN_GLOBALS, **recorder.woven_globals}.items():  # stay for good (see above)
         _context.__dict__[name] = value
         _types.__dict__[name] = value
 
@@ -201,8 +227,14 @@ def _plan_patches(cpu_invoke: Callable[[Callable[..., Any], bool], Callable[...,
     weave("wp.Launch.launch", _context.Launch.launch, _REPLAY_PROLOGUE, "", _PENDING_EPILOGUE)
 
     # Kernel launches: where the parameter block leaves Python.
+    # Woven, so that recording costs no second Python frame per launch; a hook in its place
+    # where Warp's invoke takes other arguments than the prologue reads.
     for name, blocks in _CPU_INVOKERS:
-        attr(name, _context, name, cpu_invoke(getattr(_context, name), blocks))
+        invoker = getattr(_context, name)
+        if invoker.__code__.co_varnames[:4] == ("kernel", "hooks", "params", "adjoint"):
+            weave(name, invoker, recorder.invoke_prologues[blocks], "", "pass")
+        else:
+            attr(name, _context, name, recorder.invoke_hook(invoker, blocks))
     attr("wp_cpu_launch_kernel", core, "wp_cpu_launch_kernel", _make_cpu_capture_launch_hook(core.wp_cpu_launch_kernel))
     attr("wp_cuda_launch_kernel", core, "wp_cuda_launch_kernel", _make_cuda_launch_hook(core.wp_cuda_launch_kernel))
 
