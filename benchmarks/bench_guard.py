@@ -85,7 +85,7 @@ def bench_replay_check(device: str = "cpu", launches: int = 1000, buffers: int =
     a graph whose owners hold ``buffers`` buffers and changed nothing (bar: +20 us)."""
     p = _Producer(device, launches, buffers=buffers, size=16)
     checked = gc.capture(p.step, device=device, owners=(p,), replay_check="always")
-    addresses = len(checked._baked)
+    addresses = len(checked.baked)
     elapsed = seconds(checked.check_replay, 3)
     figures = paired(
         {"bare": lambda: wp.capture_launch(checked.graph), "always": checked.launch}, rounds=400, collector=True
