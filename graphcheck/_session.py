@@ -43,6 +43,8 @@ _REPLAY = _warp.REPLAY
 # (slow on a hot path); the code object is held (record.hold), so its id is never reused.
 _code_kinds: dict[int, tuple[CodeType, CodeKind]] = {}
 _code_kind = _warp.code_kind
+# Module globals: an enum member's attribute lookup costs ~150 ns on a hot path.
+_USER, _WARP = CodeKind.USER, CodeKind.WARP
 
 
 def _kind(code: CodeType) -> CodeKind:
@@ -77,9 +79,9 @@ def _caller(frame: Any, via: str) -> tuple[CodeType | None, int, str, bool]:
     while frame is not None:
         code = frame.f_code
         kind = _kind(code)
-        if kind is CodeKind.USER:
+        if kind is _USER:
             return code, frame.f_lasti, via, internal
-        if kind is CodeKind.WARP:
+        if kind is _WARP:
             via = _via_name(code)
             if code.co_name in _ALLOCATING:
                 internal = True
@@ -189,7 +191,7 @@ class Session:
             frame, kernel = pending[_FRAME], pending[_KERNEL]
             code = frame.f_code
             entry = _code_kinds.get(id(code))
-            if entry is not None and entry[1] is CodeKind.USER and not getattr(kernel, "is_generic", True):
+            if entry is not None and entry[1] is _USER and not getattr(kernel, "is_generic", True):
                 # The fast path, as for eager launches. Warp built the bounds and the
                 # argument structs for this launch alone: keep them, split them when read.
                 adj = getattr(adj_ref, "_obj", None)
@@ -518,7 +520,7 @@ def _on_invoke(session: Session, kernel: Any, params: Any, adjoint: bool, blocks
         frame = pending[_FRAME]
         code = frame.f_code
         entry = _code_kinds.get(id(code))
-        if (entry[1] if entry is not None else _kind(code)) is CodeKind.USER:
+        if (entry[1] if entry is not None else _kind(code)) is _USER:
             block = (_backward_blocks if adjoint else _forward_blocks).get(kernel)
             try:
                 if block is None:
