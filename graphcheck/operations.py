@@ -60,6 +60,7 @@ class LaunchRecord:
     """
 
     __slots__ = (
+        "_addresses",
         "_args",
         "_code",
         "_dim",
@@ -114,6 +115,7 @@ class LaunchRecord:
         self.adjoint = adjoint
         self._params = params
         self._args = args
+        self._addresses: tuple[Address, ...] | None = None
         self.device = device
         self.block_dim = block_dim
         self.max_blocks = max_blocks
@@ -245,9 +247,10 @@ class LaunchRecord:
         This is graphcheck's one answer to "which memory does this operation use": the
         ownership check, the replay check and :func:`assert_pointers_within` all ask it.
         """
-        for name, value in self.args.items():
-            if isinstance(value, ArrayRef):
-                yield from value.addresses(name)
+        addresses = self._addresses
+        if addresses is None:  # the checks ask several times: worked out once
+            addresses = self._addresses = _addresses_of(self.args)
+        return iter(addresses)
 
     def pointers(self) -> Iterator[tuple[str, int]]:
         """``(name, start)`` of every address range (see :meth:`addresses`)."""
@@ -481,13 +484,45 @@ def decoded(layout: tuple[ParamSpec, ...], params: tuple[bytes, ...]) -> dict[st
     return args
 
 
+# id(args) -> (args, their addresses): launches with the same parameter bytes share one
+# decoded dict (see `decoded`), and so one tuple of addresses. Bounded like `_decoded_args`.
+_addresses_cache: dict[int, tuple[Mapping[str, Any], tuple[Address, ...]]] = {}
+
+
+def _addresses_of(args: Mapping[str, Any]) -> tuple[Address, ...]:
+    entry = _addresses_cache.get(id(args))
+    if entry is not None and entry[0] is args:
+        return entry[1]
+    addresses = tuple(
+        address for name, value in args.items() if isinstance(value, ArrayRef) for address in value.addresses(name)
+    )
+    if len(_addresses_cache) >= _DECODED_MAX:
+        _addresses_cache.clear()
+    _addresses_cache[id(args)] = (args, addresses)
+    return addresses
+
+
+_cpu_block_dims: dict[Any, int] = {}
+
+
+def _cpu_block_dim(asked: Any) -> int:
+    """The block size a CPU launch that asked for ``asked`` ran with (one answer per value)."""
+    try:
+        resolved = _cpu_block_dims.get(asked)
+    except TypeError:  # not hashable: asked of Warp each time
+        return _warp.resolve_block_dim("cpu", asked)
+    if resolved is None:
+        resolved = _cpu_block_dims[asked] = _warp.resolve_block_dim("cpu", asked)
+    return resolved
+
+
 def from_raw(raw: tuple[Any, ...]) -> LaunchRecord:
     # See graphcheck._session: eager CPU launches (7 items: the parameter block as one
     # bytes) and CPU launches inside a capture (8 items: the block size asked for last).
     kernel_id, adjoint, params, max_blocks, code_id, lasti, seq = raw[:7]
     if type(params) is bytes:
         params = tuple([params[start:end] for start, end in _param_slices[(kernel_id, adjoint)]])
-    block_dim = _warp.resolve_block_dim("cpu", raw[7]) if len(raw) > 7 else 1
+    block_dim = _cpu_block_dim(raw[7]) if len(raw) > 7 else 1
     return LaunchRecord(
         "launch", _held[kernel_id], adjoint, params, None, "cpu", block_dim, max_blocks or 0, None, _held[code_id],
         lasti, "launch", False, seq,
