@@ -21,12 +21,12 @@ def tests(session: nox.Session) -> None:
 
 
 def _tested_warp_versions() -> list[str]:
-    """graphcheck._warp.TESTED_WARP_VERSIONS, read from the source (importing it imports Warp)."""
-    source = Path(__file__).parent.joinpath("graphcheck", "_warp.py").read_text()
+    """graphcheck._warp.version.TESTED_WARP_VERSIONS, read from the source (importing it imports Warp)."""
+    source = Path(__file__).parent.joinpath("graphcheck", "_warp", "version.py").read_text()
     for node in ast.parse(source).body:
         if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["TESTED_WARP_VERSIONS"]:
             return list(ast.literal_eval(node.value))
-    raise RuntimeError("graphcheck/_warp.py assigns no TESTED_WARP_VERSIONS")
+    raise RuntimeError("graphcheck/_warp/version.py assigns no TESTED_WARP_VERSIONS")
 
 
 @nox.session

@@ -13,6 +13,7 @@ import contextvars
 import gc as python_gc
 import inspect
 import io
+import os
 import threading
 import warnings
 
@@ -290,7 +291,7 @@ def test_warps_allocation_tracker_names_the_users_line():
     untraced, traced = traced_and_untraced(allocate)
     line = traced[0]
     assert f"test_runtime.py:{line} : allocate()" in traced[1]
-    assert "_warp.py" not in traced[1] and "_session.py" not in traced[1]
+    assert f"graphcheck{os.sep}" not in traced[1]  # no frame of graphcheck's (its Warp adapter, its recorder)
     assert untraced[1].replace(str(untraced[0]), "L") == traced[1].replace(str(line), "L")
 
 
