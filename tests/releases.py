@@ -22,3 +22,9 @@ CAPTURE_ERROR_ON_READBACK = needs_warp((1, 16), "the CPU capture error for array
 
 #: Warp 1.16 made CPU graphs record HashGrid.build (before, the graph keeps the capture's grid).
 CPU_GRAPH_RECORDS_HASH_GRID = needs_warp((1, 16), "CPU graph capture of HashGrid.build")
+
+#: Warp 1.16 made CPU graphs record array_sum, array_inner, HashGrid.build and BVH refits
+#: (before, a graph keeps what the capture computed, and graphcheck adds a capture-error).
+CPU_GRAPH_RECORDS_NATIVES = needs_warp(
+    (1, 16), "CPU graph capture of array_sum, array_inner, HashGrid.build and BVH refits"
+)

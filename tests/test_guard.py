@@ -11,7 +11,7 @@ import warp as wp
 import graphcheck as gc
 from tests import kernels as K, producers as P
 from tests.internals import _warp
-from tests.releases import CAPTURE_ERROR_ON_READBACK
+from tests.releases import CAPTURE_ERROR_ON_READBACK, CPU_GRAPH_RECORDS_NATIVES
 
 DEVICE = "cpu"
 
@@ -484,6 +484,7 @@ def test_an_allocation_without_a_memory_pool_is_a_capture_error_with_the_mempool
     assert "readbacks" in other.fix
 
 
+@CPU_GRAPH_RECORDS_NATIVES
 def test_a_hash_grid_rebuilt_after_capture_is_a_stale_handle():
     sim = P.HashGridRebuild(DEVICE)
     checked = gc.capture(sim.step, device=DEVICE, owners=(sim,))
