@@ -313,12 +313,17 @@ def ownership(captured: LaunchTrace, owned: BufferSet, held: dict[int, Allocatio
     # is one cause.
     held = held or {}
     groups: dict[int, list[tuple[int, LaunchRecord, Address]]] = {}
+    # A step uses the same few buffers in many launches: each range is looked up once.
+    inside: dict[tuple[int, int], bool] = {}
     for index, record, address in _uses(captured):
         if captured.allocation_at(address.start, record.seq) is not None:
             continue  # a temporary of the call: allocations() judges it
-        if address.start in held or owned.find(address.start, address.nbytes) is not None:
-            continue
-        groups.setdefault(address.start, []).append((index, record, address))
+        key = (address.start, address.nbytes)
+        known = inside.get(key)
+        if known is None:
+            known = inside[key] = address.start in held or owned.find(address.start, address.nbytes) is not None
+        if not known:
+            groups.setdefault(address.start, []).append((index, record, address))
     findings = []
     for ptr, used in groups.items():
         index, record, address = used[0]
