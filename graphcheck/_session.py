@@ -35,7 +35,7 @@ _sequence = itertools.count(1)
 
 _ALLOCATING = _warp.ALLOCATING_FUNCTIONS
 _LAUNCH = _warp.LAUNCH
-_KIND, _FRAME, _KERNEL = _warp.PENDING_KIND, _warp.PENDING_FRAME, _warp.PENDING_KERNEL
+_KIND, _FRAME, _KERNEL, _COMMAND = _warp.PENDING_KIND, _warp.PENDING_FRAME, _warp.PENDING_KERNEL, _warp.PENDING_COMMAND
 _MAX_BLOCKS, _BLOCK_DIM, _ADJOINT = _warp.PENDING_MAX_BLOCKS, _warp.PENDING_BLOCK_DIM, _warp.PENDING_ADJOINT
 _REPLAY = _warp.REPLAY
 
@@ -242,7 +242,7 @@ class Session:
         if pending is None:
             return None, False
         if pending[_KIND] is _REPLAY:
-            config = _warp.replay_config(pending[_KERNEL])
+            config = _warp.replay_config(pending[_COMMAND])
             return config[0], config[4]
         kernel, inputs, outputs = pending[_KERNEL : _KERNEL + 3]
         return _warp.resolve_overload(kernel, inputs, outputs), bool(pending[_ADJOINT])
@@ -268,7 +268,7 @@ class Session:
         elif pending[_KIND] is _REPLAY:
             code, lasti, via, internal = _caller(pending[_FRAME], "Launch.launch")
             replay = True
-            cmd_kernel, cmd_device, cmd_block_dim, cmd_max_blocks, _ = _warp.replay_config(pending[_KERNEL])
+            cmd_kernel, cmd_device, cmd_block_dim, cmd_max_blocks, _ = _warp.replay_config(pending[_COMMAND])
             kernel = kernel if kernel is not None else cmd_kernel
             device = device or cmd_device
             block_dim = block_dim if block_dim is not None else cmd_block_dim
@@ -531,9 +531,8 @@ def _on_invoke(session: Session, kernel: Any, params: Any, adjoint: bool, blocks
             else:
                 if len(kept) != block[1]:
                     kept = tuple([bytes(p) for p in params])
-                code_id = id(code)
-                _user_codes.setdefault(code_id, code_id)
-                raw = (block[0], adjoint, kept, pending[_MAX_BLOCKS], id(code), frame.f_lasti, next(_sequence))
+                code_id = _user_codes.setdefault(id(code), id(code))  # the int its records share
+                raw = (block[0], adjoint, kept, pending[_MAX_BLOCKS], code_id, frame.f_lasti, next(_sequence))
                 for trace in session.traces:
                     trace.deliver(raw)
                 return

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._choices import ON_FAILURE, REPLAY_CHECKS
+
 if TYPE_CHECKING:
     from .findings import Allow
     from .options import CaptureOptions
@@ -32,8 +34,6 @@ if TYPE_CHECKING:
 __all__ = ["ConfigError", "Settings", "disabled_by_environment", "find_pyproject", "load", "parse_allow"]
 
 KEYS = ("allow", "replay_check", "on_failure", "strict_ownership", "device")
-REPLAY_CHECKS = ("first", "always", "never")
-ON_FAILURE = ("raise", "warn", "log", "ignore")
 
 
 def disabled_by_environment() -> bool:

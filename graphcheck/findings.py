@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._choices import ON_FAILURE
 from ._warnings import GraphCheckWarning, user_stacklevel
 from .params import ArrayRef
 from .schema import relative_path
@@ -557,9 +558,6 @@ class GraphCheckError(AssertionError):
     def __init__(self, report: Report) -> None:
         super().__init__(str(report))
         self.report = report
-
-
-ON_FAILURE = ("raise", "warn", "log", "ignore")
 
 
 def check_on_failure(on_failure: str) -> str:

@@ -363,11 +363,11 @@ class GraphGuard:
 
     def _judge(self, trace: LaunchTrace, capture_error: BaseException | None) -> None:
         owned = self._owned_after()
+        user = trace.user_view()
         match = None
         if capture_error is not None:
             self.graph = None
             site = _user_site(capture_error.__traceback__) or self._site
-            user = trace.user_view()
             finding = checks.capture_failed(capture_error, site, len(user))
             self.report = Report([finding], allow=self.options.allow, name=self.name, device=self.device,
                                  operations=len(user), checks=["capture"])  # fmt: skip
@@ -375,8 +375,7 @@ class GraphGuard:
             validated_before = self._reference_trace is None and self.reference is not None
             self.report, match = judge(self._reference_trace, trace, owned, self.graph, self.options, name=self.name,
                                        device=self.device, validated_before=validated_before)  # fmt: skip
-        user_view = trace.user_view()
-        self.checked = self._checked(lambda: baked_addresses(trace, user_view, owned, match), trace, match)
+        self.checked = self._checked(lambda: baked_addresses(trace, user, owned, match), trace, match)
         if not self.report.findings and self._reference_trace is not None and self._key is not None:
             # While the validated graph lives, a later capture of the same buffers bakes the
             # addresses it baked: its replay check can serve the new graph too.

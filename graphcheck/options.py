@@ -16,19 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ._choices import FALLBACKS, REPLAY_CHECKS
 from .findings import Allow, allowances, check_on_failure
 
 __all__ = ["FALLBACKS", "REPLAY_CHECKS", "CaptureOptions", "check_fallback"]
-
-#: When a checked graph's ``launch()`` checks its baked addresses.
-REPLAY_CHECKS = ("first", "always", "never")
-
-#: What ``launch()`` runs in place of a graph that fails its checks (see :mod:`graphcheck.fallback`).
-FALLBACKS = ("eager", "recapture")
 
 
 def check_fallback(fallback: str | None) -> str | None:
@@ -127,11 +121,6 @@ class CaptureOptions:
         if self.capture_mode is not None:
             out["capture_mode"] = self.capture_mode
         return out
-
-    def as_keywords(self, fields: Iterable[str] | None = None) -> Mapping[str, Any]:
-        """The options as keywords (only ``fields``, when given)."""
-        names = _FIELDS if fields is None else tuple(fields)
-        return {name: getattr(self, name) for name in names}
 
 
 _FIELDS = tuple(f.name for f in dataclasses.fields(CaptureOptions))
