@@ -118,6 +118,26 @@ def _array_ref(arr: Any) -> ArrayRef:
     return ArrayRef(ptr, nbytes, shape, strides, int(getattr(grad, "ptr", 0) or 0), _warp.dtype_name(arr))
 
 
+# id(code) -> the same int, for each user code object a launch came from (the code is
+# held by record.hold, so its id is never reused): the fast path's test that the caller is
+# user code, and the one int every record of that code shares.
+_user_codes: dict[int, int] = {}
+_NO_CODES: dict[int, int] = {}  # stays empty: a session whose launches take the general path
+
+
+def _delivery(traces: tuple[LaunchTrace, ...]) -> Callable[[Any], None]:
+    """One callable handing a record to each of ``traces`` (their ``deliver`` as it is now)."""
+    delivers = tuple(trace.deliver for trace in traces)
+    if len(delivers) == 1:
+        return delivers[0]  # the commonest case: the trace's own list.append, no Python frame
+
+    def deliver(raw: Any) -> None:
+        for each in delivers:
+            each(raw)
+
+    return deliver
+
+
 class Session:
     """What one context records in one thread: its active traces and the call in progress.
 
@@ -127,21 +147,47 @@ class Session:
     """
 
     __slots__ = (
-        "allocations_seen", "bodies", "conditional_depth", "conditionals", "in_memset", "pending", "thread",
-        "tiled", "traces", "uploading",
+        "_conditional_depth", "_tiled", "allocations_seen", "bodies", "conditionals", "deliver", "fast_codes",
+        "in_memset", "pending", "thread", "traces", "uploading",
     )  # fmt: skip
 
     def __init__(self, traces: tuple[LaunchTrace, ...]) -> None:
         self.traces = traces
+        # What the fast paths hand a record to: every trace's own `deliver`, as it was when
+        # the session was made (an ended trace drops what reaches it: see LaunchTrace.close).
+        self.deliver = _delivery(traces)
+        # The user codes whose launches the fast path records: all of them, or none while
+        # a conditional body or a tiled launch runs (the general path records those).
+        self.fast_codes = _user_codes
         self.thread = threading.get_ident()
         self.pending: Any = None
         self.in_memset = False
         self.allocations_seen = 0
         self.uploading = 0  # inside wp.array(data): allocations are filled from host memory
-        self.conditional_depth = 0
+        self._conditional_depth = 0
         self.conditionals: list[LaunchRecord] = []  # the wp.capture_if / capture_while calls in progress
         self.bodies: list[tuple[int, str, int]] = []  # the conditional bodies running: see _body
-        self.tiled: Any = None  # inside wp.launch_tiled: the block size the user asked for
+        self._tiled: Any = None
+
+    @property
+    def conditional_depth(self) -> int:
+        """How many ``wp.capture_if`` / ``capture_while`` calls are in progress."""
+        return self._conditional_depth
+
+    @conditional_depth.setter
+    def conditional_depth(self, depth: int) -> None:
+        self._conditional_depth = depth
+        self.fast_codes = _user_codes if not depth and self._tiled is None else _NO_CODES
+
+    @property
+    def tiled(self) -> Any:
+        """Inside ``wp.launch_tiled``: the block size the user asked for; else None."""
+        return self._tiled
+
+    @tiled.setter
+    def tiled(self, block_dim: Any) -> None:
+        self._tiled = block_dim
+        self.fast_codes = _user_codes if not self._conditional_depth and block_dim is None else _NO_CODES
 
     def rebind(self) -> Session:
         """This context's session for the calling thread, made and made current now."""
@@ -198,8 +244,7 @@ class Session:
                 captured = CapturedParams(bounds_ref._obj, args_ref._obj, adj)
                 raw = (hold(kernel), adj is not None, captured, pending[_MAX_BLOCKS], id(code), frame.f_lasti,
                        next(_sequence), pending[_BLOCK_DIM])  # fmt: skip
-                for trace in self.traces:
-                    trace.deliver(raw)
+                self.deliver(raw)
                 return
         structs = CapturedParams(bounds_ref._obj, getattr(args_ref, "_obj", None), getattr(adj_ref, "_obj", None))
         self._record_launch(None, list(structs.split()), adj_ref is not None, "cpu", None, None, None)
@@ -495,12 +540,6 @@ def _body(session: Session, seq: int, branch: str, body: Any) -> Any:
     return run
 
 
-# id(code) -> the same int, for each user code object a launch came from (the code is
-# held by record.hold, so its id is never reused): the fast path's test that the caller is
-# user code, and the one int every record of that code shares.
-_user_codes: dict[int, int] = {}
-
-
 def _on_invoke(session: Session, kernel: Any, params: Any, adjoint: bool, blocks: bool) -> None:
     """Warp's CPU ``invoke`` (``invoke_cpu_blocks`` when ``blocks``) is about to run a
     kernel, while ``session`` records: what the woven fast path (:data:`CPU_INVOKE_PROLOGUE`)
@@ -533,8 +572,7 @@ def _on_invoke(session: Session, kernel: Any, params: Any, adjoint: bool, blocks
                     kept = tuple([bytes(p) for p in params])
                 code_id = _user_codes.setdefault(id(code), id(code))  # the int its records share
                 raw = (block[0], adjoint, kept, pending[_MAX_BLOCKS], code_id, frame.f_lasti, next(_sequence))
-                for trace in session.traces:
-                    trace.deliver(raw)
+                session.deliver(raw)
                 return
     if session.thread != threading.get_ident():
         session = session.rebind()
@@ -543,8 +581,11 @@ def _on_invoke(session: Session, kernel: Any, params: Any, adjoint: bool, blocks
 
 #: Woven into Warp's CPU ``invoke`` (the ``invoke_cpu_blocks`` one only calls
 #: :func:`_on_invoke`): every eager CPU launch passes here while a trace is active, so the
-#: commonest case, a ``wp.launch`` from user code seen before, is recorded in
-#: ``invoke``'s own frame, without a call; anything else goes to :func:`_on_invoke`.
+#: commonest case, a forward ``wp.launch`` of a kernel seen before, from user code seen
+#: before, outside conditional bodies and tiled launches, is recorded in ``invoke``'s own
+#: frame, without a call; anything else goes to :func:`_on_invoke`. Each test is one
+#: lookup: ``fast_codes`` is empty while the session is not plain, and a pending call that
+#: is None fails its indexing (a ``TypeError``, free until raised).
 #:
 #: The record is a tuple of the kernel's and the caller's ids, the parameter block as one
 #: ``bytes`` (Warp's parameter objects joined, split again by the sizes held for the
@@ -556,22 +597,19 @@ if _graphcheck_session is not None:
     _graphcheck_pending = _graphcheck_session.pending
     try:
         _graphcheck_fast = (
-            _graphcheck_pending is not None
-            and _graphcheck_pending[{_KIND}] is _graphcheck_launch
-            and (_graphcheck_frame := _graphcheck_pending[{_FRAME}]) is not None
-            and (_graphcheck_code := _graphcheck_user_codes.get(_graphcheck_id(_graphcheck_frame.f_code))) is not None
-            and not _graphcheck_session.conditional_depth
-            and _graphcheck_session.tiled is None
-            and (_graphcheck_block := _graphcheck_blocks[adjoint].get(kernel)) is not None
+            _graphcheck_pending[{_KIND}] is _graphcheck_launch
+            and not adjoint
+            and (_graphcheck_code := _graphcheck_session.fast_codes.get(
+                _graphcheck_id((_graphcheck_frame := _graphcheck_pending[{_FRAME}]).f_code))) is not None
+            and (_graphcheck_block := _graphcheck_forward_blocks.get(kernel)) is not None
             and len(_graphcheck_kept := _graphcheck_join(params)) == _graphcheck_block[1]
         )
     except TypeError:
         _graphcheck_fast = False
     if _graphcheck_fast:
-        _graphcheck_raw = (_graphcheck_block[0], adjoint, _graphcheck_kept, _graphcheck_pending[{_MAX_BLOCKS}],
-                           _graphcheck_code, _graphcheck_frame.f_lasti, _graphcheck_next())
-        for _graphcheck_trace in _graphcheck_session.traces:
-            _graphcheck_trace.deliver(_graphcheck_raw)
+        _graphcheck_deliver = _graphcheck_session.deliver
+        _graphcheck_deliver((_graphcheck_block[0], False, _graphcheck_kept, _graphcheck_pending[{_MAX_BLOCKS}],
+                             _graphcheck_code, _graphcheck_frame.f_lasti, _graphcheck_next()))
     else:
         _graphcheck_on_invoke(_graphcheck_session, kernel, params, adjoint, False)
 """
@@ -603,9 +641,8 @@ RECORDER = _warp.Recorder(
     invoke_hook=make_cpu_invoke_hook,
     woven_globals={
         "_graphcheck_on_invoke": _on_invoke,
-        "_graphcheck_user_codes": _user_codes,
         "_graphcheck_id": id,
-        "_graphcheck_blocks": (_forward_blocks, _backward_blocks),
+        "_graphcheck_forward_blocks": _forward_blocks,
         "_graphcheck_join": b"".join,
         "_graphcheck_next": _sequence.__next__,
     },

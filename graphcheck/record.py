@@ -119,6 +119,11 @@ class LaunchTrace:
     def close(self) -> None:
         """Stop taking deliveries: from here on nothing reaches the trace."""
         self.deliver = ended
+        # A session still alive elsewhere (a task or thread that outlives the trace) holds
+        # the list's own append (Session.deliver): it goes on appending to a list the
+        # trace no longer reads, emptied so that it holds nothing.
+        delivered, self._items = self._items, self._items[:]
+        delivered.clear()
 
     def retract(self, record: LaunchRecord) -> None:
         """Take back a delivered record (its operation failed: Warp enqueued nothing)."""
