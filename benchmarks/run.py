@@ -47,7 +47,7 @@ BENCHMARKS: dict[str, tuple[Callable[..., dict[str, Any]], dict[str, Any], list[
     "buffers_of": (bench_record.bench_buffers_of, {}, [("buffers_of_ms", 100.0)]),
     "capture": (
         bench_guard.bench_capture,
-        {"launches": 50, "repeat": 2},
+        {"launches": 50, "rounds": 5},
         [("capture_ratio_vs_eager_plus_capture", 1.2)],
     ),
     "replay_check": (
