@@ -177,7 +177,7 @@ class Session:
     @conditional_depth.setter
     def conditional_depth(self, depth: int) -> None:
         self._conditional_depth = depth
-        self.fast_codes = _user_codes if not depth and self._tiled is None else _NO_CODES
+        self._settle_fast_codes()
 
     @property
     def tiled(self) -> Any:
@@ -187,7 +187,11 @@ class Session:
     @tiled.setter
     def tiled(self, block_dim: Any) -> None:
         self._tiled = block_dim
-        self.fast_codes = _user_codes if not self._conditional_depth and block_dim is None else _NO_CODES
+        self._settle_fast_codes()
+
+    def _settle_fast_codes(self) -> None:
+        plain = not self._conditional_depth and self._tiled is None
+        self.fast_codes = _user_codes if plain else _NO_CODES
 
     def rebind(self) -> Session:
         """This context's session for the calling thread, made and made current now."""
@@ -233,7 +237,7 @@ class Session:
     def on_cpu_capture_launch(self, bounds_ref: Any, args_ref: Any, adj_ref: Any) -> None:
         """``wp_cpu_launch_kernel``: a CPU launch inside a capture, as the structs Warp built."""
         pending = self.pending
-        if pending is not None and pending[_KIND] is _LAUNCH and not self.conditional_depth and self.tiled is None:
+        if pending is not None and pending[_KIND] is _LAUNCH and self.fast_codes is _user_codes:  # a plain session
             frame, kernel = pending[_FRAME], pending[_KERNEL]
             code = frame.f_code
             entry = _code_kinds.get(id(code))
@@ -553,8 +557,7 @@ def _on_invoke(session: Session, kernel: Any, params: Any, adjoint: bool, blocks
         pending is not None
         and pending[_KIND] is _LAUNCH
         and not blocks
-        and not session.conditional_depth
-        and session.tiled is None
+        and session.fast_codes is _user_codes  # a plain session: no conditional body, no tiled launch
     ):
         frame = pending[_FRAME]
         code = frame.f_code
