@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _warp
 from .nodes import CaptureSpan, CudaLaunch
-from .operations import Allocation, CapturedParams, HostSync, LaunchRecord, hold, hold_param_sizes
+from .operations import Allocation, HostSync, LaunchRecord, hold, hold_param_sizes, split_block, struct_block
 from .params import ArrayRef
 from .site import CodeKind, site_of
 
@@ -236,22 +236,19 @@ class Session:
 
     def on_cpu_capture_launch(self, bounds_ref: Any, args_ref: Any, adj_ref: Any) -> None:
         """``wp_cpu_launch_kernel``: a CPU launch inside a capture, as the structs Warp built."""
+        block, key = struct_block(bounds_ref._obj, getattr(args_ref, "_obj", None), getattr(adj_ref, "_obj", None))
         pending = self.pending
         if pending is not None and pending[_KIND] is _LAUNCH and self.fast_codes is _user_codes:  # a plain session
             frame, kernel = pending[_FRAME], pending[_KERNEL]
             code = frame.f_code
             entry = _code_kinds.get(id(code))
             if entry is not None and entry[1] is _USER and not getattr(kernel, "is_generic", True):
-                # The fast path, as for eager launches. Warp built the bounds and the
-                # argument structs for this launch alone: keep them, split them when read.
-                adj = getattr(adj_ref, "_obj", None)
-                captured = CapturedParams(bounds_ref._obj, args_ref._obj, adj)
-                raw = (hold(kernel), adj is not None, captured, pending[_MAX_BLOCKS], id(code), frame.f_lasti,
-                       next(_sequence), pending[_BLOCK_DIM])  # fmt: skip
+                # The fast path, as for eager launches: the structs' bytes, split when read.
+                raw = (hold(kernel), key[1] is not type(None), block, pending[_MAX_BLOCKS], id(code), frame.f_lasti,
+                       next(_sequence), pending[_BLOCK_DIM], key)  # fmt: skip
                 self.deliver(raw)
                 return
-        structs = CapturedParams(bounds_ref._obj, getattr(args_ref, "_obj", None), getattr(adj_ref, "_obj", None))
-        self._record_launch(None, list(structs.split()), adj_ref is not None, "cpu", None, None, None)
+        self._record_launch(None, list(split_block(block, key)), adj_ref is not None, "cpu", None, None, None)
 
     def on_cuda_launch(
         self,

@@ -313,17 +313,29 @@ def ownership(captured: LaunchTrace, owned: BufferSet, held: dict[int, Allocatio
     # is one cause.
     held = held or {}
     groups: dict[int, list[tuple[int, LaunchRecord, Address]]] = {}
-    # A step uses the same few buffers in many launches: each range is looked up once.
+    # A step uses the same few buffers in many launches: each range is looked up once, and
+    # launches with the same arguments (one shared tuple of addresses) are judged once
+    # when the call made no buffer.
     inside: dict[tuple[int, int], bool] = {}
-    for index, record, address in _uses(captured):
-        if captured.allocation_at(address.start, record.seq) is not None:
-            continue  # a temporary of the call: allocations() judges it
-        key = (address.start, address.nbytes)
-        known = inside.get(key)
-        if known is None:
-            known = inside[key] = address.start in held or owned.find(address.start, address.nbytes) is not None
-        if not known:
-            groups.setdefault(address.start, []).append((index, record, address))
+    owned_tuples: set[int] = set()  # ids of address tuples all inside the owned buffers
+    made = bool(captured.allocations)
+    for index, record in enumerate(captured.records):
+        addresses = record.addresses()
+        if id(addresses) in owned_tuples:
+            continue
+        all_owned = not made
+        for address in addresses:
+            if made and captured.allocation_at(address.start, record.seq) is not None:
+                continue  # a temporary of the call: allocations() judges it
+            key = (address.start, address.nbytes)
+            known = inside.get(key)
+            if known is None:
+                known = inside[key] = address.start in held or owned.find(address.start, address.nbytes) is not None
+            if not known:
+                groups.setdefault(address.start, []).append((index, record, address))
+                all_owned = False
+        if all_owned:
+            owned_tuples.add(id(addresses))  # the records hold the tuple: its id is not reused here
     findings = []
     for ptr, used in groups.items():
         index, record, address = used[0]
@@ -483,12 +495,16 @@ def cpu_overloads(captured: LaunchTrace) -> list[str]:
     code for both. Every launch, address and scalar matches, so no structural check can
     call it a finding; ``gc.verify_replay`` shows it by values (a ``replay-divergence``).
     """
-    overloads: dict[tuple[str, int], dict[int, LaunchRecord]] = {}
+    first: dict[int, LaunchRecord] = {}  # id(kernel) -> its first launch
     for record in captured.records:
         kernel = record.kernel_object
-        if record.kind == "launch" and kernel is not None:
-            key = (str(getattr(kernel, "key", "")), id(getattr(kernel, "module", None)))
-            overloads.setdefault(key, {}).setdefault(id(kernel), record)
+        if kernel is not None and id(kernel) not in first and record.kind == "launch":
+            first[id(kernel)] = record
+    overloads: dict[tuple[str, int], dict[int, LaunchRecord]] = {}
+    for kernel_id, record in first.items():
+        kernel = record.kernel_object
+        key = (str(getattr(kernel, "key", "")), id(getattr(kernel, "module", None)))
+        overloads.setdefault(key, {})[kernel_id] = record
     return [
         f"{len(launched)} overloads of {record.kernel} are launched in this CPU capture (first at "
         f"{record.site.short}): Warp's CPU graphs keep one overload's code per kernel and may replay it for every "

@@ -8,7 +8,9 @@ numbers and become LaunchRecords only when read (:func:`from_raw`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import ctypes
+import operator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import CodeType
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -185,10 +187,7 @@ class LaunchRecord:
         if params is None:
             return ()
         if type(params) is not tuple:
-            if type(params) is CapturedParams:
-                params = self._params = params.split()
-            else:
-                params = self._params = tuple([p if type(p) is bytes else bytes(p) for p in params])
+            params = self._params = tuple([p if type(p) is bytes else bytes(p) for p in params])
         return params
 
     def same_params(self, other: LaunchRecord) -> bool:
@@ -198,8 +197,8 @@ class LaunchRecord:
         share (an array's cached descriptor) are equal without being copied.
         """
         pa, pb = self._params, other._params
-        if type(pa) is CapturedParams or type(pb) is CapturedParams:
-            return self.param_bytes == other.param_bytes
+        if type(pa) is tuple and type(pb) is tuple:  # bytes each (see from_raw): compared in C
+            return pa == pb
         if pa is None or pb is None or len(pa) != len(pb):
             return pa is pb
         for x, y in zip(pa, pb):
@@ -238,7 +237,7 @@ class LaunchRecord:
             if isinstance(value, ArrayRef) and value.ptr:
                 yield name, value
 
-    def addresses(self) -> Iterator[Address]:
+    def addresses(self) -> tuple[Address, ...]:
         """Every address range the operation hands the device, one :class:`Address` each.
 
         Array data and gradients (``"<argument>.grad"``), struct fields
@@ -246,11 +245,13 @@ class LaunchRecord:
         buffers by role (``"keys"``, ``"values"``), the buffers behind a spatial structure.
         This is graphcheck's one answer to "which memory does this operation use": the
         ownership check, the replay check and :func:`assert_pointers_within` all ask it.
+
+        Launches with the same arguments share one tuple.
         """
         addresses = self._addresses
         if addresses is None:  # the checks ask several times: worked out once
             addresses = self._addresses = _addresses_of(self.args)
-        return iter(addresses)
+        return addresses
 
     def pointers(self) -> Iterator[tuple[str, int]]:
         """``(name, start)`` of every address range (see :meth:`addresses`)."""
@@ -421,33 +422,19 @@ class Baked:
         return cls(ptr, max(nbytes, 1), hit.label if hit else None, index, record.kernel, arg, record.site)
 
 
-class CapturedParams:
-    """The structs Warp passes to a CPU launch inside a capture, split into parameters
-    (launch bounds, then each argument) only when they are read."""
-
-    __slots__ = ("adjoint", "args", "bounds")
-
-    def __init__(self, bounds: Any, args: Any, adjoint: Any) -> None:
-        self.bounds, self.args, self.adjoint = bounds, args, adjoint
-
-    def split(self) -> tuple[bytes, ...]:
-        params = [bytes(self.bounds)]
-        for struct in (self.args, self.adjoint):
-            if struct is not None:
-                blob = bytes(struct)
-                params.extend(blob[o : o + n] for o, n in _warp.struct_param_slices(type(struct)))
-        return tuple(params)
-
-
 def ended(item: Any) -> None:
     """Where recording delivers to a trace that is not recording: nowhere."""
 
 
 #: Objects a kept record names by id (kernels and code objects of the recording fast
-#: path), held for good so that an id is never reused; and the parameter sizes of each
-#: held kernel's launches, by ``(id, adjoint)``.
+#: path), held for good so that an id is never reused.
 _held: dict[int, Any] = {}
-_param_slices: dict[tuple[int, bool], tuple[tuple[int, int], ...]] = {}
+
+#: How a recorded parameter block splits into parameters, one call each (an
+#: ``operator.itemgetter`` of slices): by ``(id of the held kernel, adjoint)`` for an
+#: eager launch's joined parameters, by the types of Warp's argument structs for a launch
+#: inside a capture (their fields padded as C lays them out).
+_splitters: dict[tuple[Any, Any], Callable[[bytes], tuple[bytes, ...]]] = {}
 
 
 def hold(obj: Any) -> int:
@@ -456,13 +443,48 @@ def hold(obj: Any) -> int:
     return id(obj)
 
 
+def _splitter(slices: list[tuple[int, int]]) -> Callable[[bytes], tuple[bytes, ...]]:
+    if len(slices) == 1:  # an itemgetter of one item returns the item, not a tuple
+        start, end = slices[0]
+        return lambda block: (block[start:end],)
+    return operator.itemgetter(*[slice(start, end) for start, end in slices])
+
+
 def hold_param_sizes(kernel: Any, adjoint: bool, sizes: tuple[int, ...]) -> None:
-    """How one parameter block of ``kernel`` splits into parameters."""
+    """How one joined parameter block of ``kernel`` splits into parameters."""
     slices, offset = [], 0
     for size in sizes:
         slices.append((offset, offset + size))
         offset += size
-    _param_slices[(hold(kernel), adjoint)] = tuple(slices)
+    _splitters[(hold(kernel), adjoint)] = _splitter(slices)
+
+
+_NoneType = type(None)
+
+
+def struct_block(bounds: Any, args: Any, adjoint: Any) -> tuple[bytes, tuple[Any, Any]]:
+    """The parameter block of a CPU launch Warp made as structs (the launch bounds, the
+    argument struct, the adjoint one or None), as one ``bytes``, and the key that splits it
+    (:func:`split_block`)."""
+    if adjoint is None and args is not None:  # a forward launch, the usual case: no list
+        return b"".join((bounds, args)), (type(args), _NoneType)
+    return b"".join([s for s in (bounds, args, adjoint) if s is not None]), (type(args), type(adjoint))
+
+
+def split_block(block: bytes, key: tuple[Any, Any]) -> tuple[bytes, ...]:
+    """The parameters of a block :func:`struct_block` joined: the launch bounds, then each
+    field of each struct, its padding left out."""
+    split = _splitters.get(key)
+    if split is None:
+        args_type, adjoint_type = key
+        structs = [t for t in (args_type, adjoint_type) if t is not _NoneType]
+        offset = len(block) - sum(ctypes.sizeof(t) for t in structs)  # past the launch bounds
+        slices = [(0, offset)]
+        for struct_type in structs:
+            slices += [(offset + at, offset + at + size) for at, size in _warp.struct_param_slices(struct_type)]
+            offset += ctypes.sizeof(struct_type)
+        split = _splitters[key] = _splitter(slices)
+    return split(block)
 
 
 # (id of a layout, parameter bytes) -> (the layout, its decoded arguments). A step launches
@@ -517,13 +539,46 @@ def _cpu_block_dim(asked: Any) -> int:
 
 
 def from_raw(raw: tuple[Any, ...]) -> LaunchRecord:
-    # See graphcheck._session: eager CPU launches (7 items: the parameter block as one
-    # bytes) and CPU launches inside a capture (8 items: the block size asked for last).
-    kernel_id, adjoint, params, max_blocks, code_id, lasti, seq = raw[:7]
-    if type(params) is bytes:
-        params = tuple([params[start:end] for start, end in _param_slices[(kernel_id, adjoint)]])
-    block_dim = _cpu_block_dim(raw[7]) if len(raw) > 7 else 1
+    # See graphcheck._session: eager CPU launches (7 items: the parameters joined into one
+    # bytes, or a tuple of bytes) and CPU launches inside a capture (9 items: Warp's
+    # structs joined, then the block size asked for and the key that splits them).
+    if len(raw) == 7:
+        kernel_id, adjoint, params, max_blocks, code_id, lasti, seq = raw
+        if type(params) is bytes:
+            params = _splitters[(kernel_id, adjoint)](params)
+        block_dim = 1
+    else:
+        kernel_id, adjoint, params, max_blocks, code_id, lasti, seq, asked, key = raw
+        params = split_block(params, key)
+        block_dim = _cpu_block_dim(asked)
     return LaunchRecord(
         "launch", _held[kernel_id], adjoint, params, None, "cpu", block_dim, max_blocks or 0, None, _held[code_id],
         lasti, "launch", False, seq,
     )  # fmt: skip
+
+
+def same_launch(raw: Any, record: LaunchRecord) -> bool:
+    """Whether ``record`` would bake the same graph node as the eager CPU launch ``raw``
+    kept by the recording fast path, without making raw's record: what comparing
+    ``from_raw(raw)`` with ``record`` would say when they are alike (False: compare them).
+
+    A reference call and its capture launch alike at every safe site: comparing them
+    this way leaves the reference call's launches unread.
+    """
+    if type(raw) is not tuple or len(raw) != 7:
+        return False
+    kernel_id, adjoint, params, max_blocks = raw[:4]
+    if (
+        record.kind != "launch"
+        or id(record._kernel) != kernel_id
+        or record.adjoint != adjoint
+        or record.max_blocks != (max_blocks or 0)
+        or record.block_dim != 1
+        or record.tile_block_dim is not None
+        or record.stream is not None
+        or record.nested
+        or record.internal
+    ):
+        return False
+    split = _splitters[(kernel_id, adjoint)](params) if type(params) is bytes else params
+    return split == record.param_bytes

@@ -27,7 +27,7 @@ from typing import Any, overload
 from . import _session
 from .buffers import BufferSet, reach_index
 from .compare import Difference, compare_traces, topology_keys
-from .operations import Allocation, HostSync, LaunchRecord, ended, from_raw
+from .operations import Allocation, HostSync, LaunchRecord, ended, from_raw, same_launch
 from .site import Site
 
 __all__ = [
@@ -209,6 +209,13 @@ class LaunchTrace:
             if ptr < alloc.end and (before is None or alloc.seq < before) and (best is None or alloc.seq > best.seq):
                 best = alloc
         return best
+
+    def same_launches(self, other: LaunchTrace) -> bool:
+        """Whether ``other`` holds, pair by pair, the same launches as this trace, each an
+        eager CPU launch still unread (see :func:`~graphcheck.operations.same_launch`).
+        Cheap, and False says only that they must be compared."""
+        items, theirs = self._items, other.records
+        return len(items) == len(theirs) and all(map(same_launch, items, theirs))
 
     def keep(self, kept: Iterable[Allocation]) -> None:
         """Number temporaries without ``kept``: allocations made here that another call uses

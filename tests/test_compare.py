@@ -108,3 +108,50 @@ def test_foreign_pointers_and_assert_pointers_within(cpu):
     with pytest.raises(AssertionError, match=message):
         gc.assert_pointers_within(trace, owned)
     gc.assert_pointers_within(trace, gc.BufferSet().add(owned_array, "a").add(stranger, "b"))
+
+
+# -- An eager call against its capture, compared without reading the eager launches ---------
+
+_LIKE = {"kernel": K.scale, "dim": 8, "s": 0.5, "n": 3, "swap": False, "max_blocks": 0, "extra": False}
+_CHANGES = {
+    "alike": {},
+    "scalar": {"s": 0.75},
+    "int": {"n": 4},
+    "buffer": {"swap": True},
+    "dim": {"dim": 4},
+    "max_blocks": {"max_blocks": 2},
+    "extra launch": {"extra": True},
+}
+
+
+def _step(x, y, cpu, kernel, dim, s, n, swap, max_blocks, extra):
+    a, b = (y, x) if swap else (x, y)
+    wp.launch(kernel, dim=dim, inputs=[a, b, s, n], device=cpu, max_blocks=max_blocks)
+    if extra:
+        wp.launch(K.add_one, dim=dim, inputs=[a], device=cpu)
+
+
+@pytest.mark.parametrize("change", list(_CHANGES))
+def test_an_eager_call_and_its_capture_compare_alike_without_reading_the_eager_launches(cpu, change):
+    x, y = wp.zeros(8, dtype=float, device=cpu), wp.full(8, 2.0, dtype=float, device=cpu)
+    eager = record(lambda: _step(x, y, cpu, **_LIKE))
+    with gc.trace_launches() as captured, wp.ScopedCapture(device=cpu) as capture:
+        _step(x, y, cpu, **{**_LIKE, **_CHANGES[change]})
+    assert all(type(item) is tuple for item in eager._items)  # the fast path kept them raw
+    assert eager.same_launches(captured) is (change == "alike")
+    differences = eager.diff(captured)  # the cheap test first, the full comparison when it fails
+    assert bool(differences) is (change != "alike"), differences
+    if change == "alike":
+        assert all(type(item) is tuple for item in eager._items)  # left unread
+    # The full comparison, with the eager launches read into records, agrees.
+    read = record(lambda: _step(x, y, cpu, **_LIKE))
+    assert len(read.records) == len(eager)
+    assert not read.same_launches(captured)
+    assert bool(read.diff(captured)) is (change != "alike")
+    if change == "alike":  # the verdict, by values: the replay does what the eager call did
+        x.zero_()
+        _step(x, y, cpu, **_LIKE)
+        expected = x.numpy().copy()
+        x.zero_()
+        wp.capture_launch(capture.graph)
+        assert (x.numpy() == expected).all()
