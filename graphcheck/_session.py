@@ -236,18 +236,20 @@ class Session:
 
     def on_cpu_capture_launch(self, bounds_ref: Any, args_ref: Any, adj_ref: Any) -> None:
         """``wp_cpu_launch_kernel``: a CPU launch inside a capture, as the structs Warp built."""
-        block, key = struct_block(bounds_ref._obj, getattr(args_ref, "_obj", None), getattr(adj_ref, "_obj", None))
         pending = self.pending
-        if pending is not None and pending[_KIND] is _LAUNCH and self.fast_codes is _user_codes:  # a plain session
+        if adj_ref is None and pending is not None and pending[_KIND] is _LAUNCH and self.fast_codes is _user_codes:
             frame, kernel = pending[_FRAME], pending[_KERNEL]
             code = frame.f_code
             entry = _code_kinds.get(id(code))
             if entry is not None and entry[1] is _USER and not getattr(kernel, "is_generic", True):
-                # The fast path, as for eager launches: the structs' bytes, split when read.
-                raw = (hold(kernel), key[1] is not type(None), block, pending[_MAX_BLOCKS], id(code), frame.f_lasti,
-                       next(_sequence), pending[_BLOCK_DIM], key)  # fmt: skip
+                # The fast path, for a forward launch of a plain session: the structs' bytes
+                # (see struct_block), split when read.
+                args = args_ref._obj
+                raw = (hold(kernel), False, b"".join((bounds_ref._obj, args)), pending[_MAX_BLOCKS], id(code),
+                       frame.f_lasti, next(_sequence), pending[_BLOCK_DIM], type(args))  # fmt: skip
                 self.deliver(raw)
                 return
+        block, key = struct_block(bounds_ref._obj, getattr(args_ref, "_obj", None), getattr(adj_ref, "_obj", None))
         self._record_launch(None, list(split_block(block, key)), adj_ref is not None, "cpu", None, None, None)
 
     def on_cuda_launch(

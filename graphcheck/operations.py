@@ -540,16 +540,17 @@ def _cpu_block_dim(asked: Any) -> int:
 
 def from_raw(raw: tuple[Any, ...]) -> LaunchRecord:
     # See graphcheck._session: eager CPU launches (7 items: the parameters joined into one
-    # bytes, or a tuple of bytes) and CPU launches inside a capture (9 items: Warp's
-    # structs joined, then the block size asked for and the key that splits them).
+    # bytes, or a tuple of bytes) and forward CPU launches inside a capture (9 items:
+    # Warp's launch bounds and argument struct joined, then the block size asked for and the
+    # argument struct's type).
     if len(raw) == 7:
         kernel_id, adjoint, params, max_blocks, code_id, lasti, seq = raw
         if type(params) is bytes:
             params = _splitters[(kernel_id, adjoint)](params)
         block_dim = 1
     else:
-        kernel_id, adjoint, params, max_blocks, code_id, lasti, seq, asked, key = raw
-        params = split_block(params, key)
+        kernel_id, adjoint, params, max_blocks, code_id, lasti, seq, asked, args_type = raw
+        params = split_block(params, (args_type, _NoneType))
         block_dim = _cpu_block_dim(asked)
     return LaunchRecord(
         "launch", _held[kernel_id], adjoint, params, None, "cpu", block_dim, max_blocks or 0, None, _held[code_id],
