@@ -55,13 +55,14 @@ def _kind(code: CodeType) -> CodeKind:
 
 
 # kernel -> (id of the held kernel, bytes of its parameter block): an eager CPU launch's
-# parameters are kept as one bytes object, split by the sizes held for the kernel.
+# parameters are kept as one bytes object, split by the sizes held for the kernel. A kernel
+# in _forward_blocks is one the fast paths take (a forward launch's is the kernel the user
+# passed to wp.launch, not a generic one).
 _forward_blocks: dict[Any, tuple[int, int]] = {}
 _backward_blocks: dict[Any, tuple[int, int]] = {}
 
 
-def _block(kernel: Any, adjoint: bool, params: Any) -> tuple[int, int]:
-    sizes = tuple(ctypes.sizeof(p) for p in params)
+def _block(kernel: Any, adjoint: bool, sizes: tuple[int, ...]) -> tuple[int, int]:
     block = (hold(kernel), sum(sizes))
     hold_param_sizes(kernel, adjoint, sizes)
     (_backward_blocks if adjoint else _forward_blocks)[kernel] = block
@@ -237,20 +238,28 @@ class Session:
     def on_cpu_capture_launch(self, bounds_ref: Any, args_ref: Any, adj_ref: Any) -> None:
         """``wp_cpu_launch_kernel``: a CPU launch inside a capture, as the structs Warp built."""
         pending = self.pending
-        if adj_ref is None and pending is not None and pending[_KIND] is _LAUNCH and self.fast_codes is _user_codes:
-            frame, kernel = pending[_FRAME], pending[_KERNEL]
-            code = frame.f_code
-            entry = _code_kinds.get(id(code))
-            if entry is not None and entry[1] is _USER and not getattr(kernel, "is_generic", True):
-                # The fast path, for a forward launch of a plain session: the structs' bytes
-                # (see struct_block), split when read.
+        if adj_ref is None and pending is not None and pending[_KIND] is _LAUNCH:
+            frame = pending[_FRAME]
+            code_id = self.fast_codes.get(id(frame.f_code))  # None unless plain, from user code seen before
+            block = _forward_blocks.get(pending[_KERNEL])
+            if code_id is not None and block is not None:
+                # The fast path, as the eager one's: the launch bounds and argument struct
+                # joined (see struct_block), split when read.
                 args = args_ref._obj
-                raw = (hold(kernel), False, b"".join((bounds_ref._obj, args)), pending[_MAX_BLOCKS], id(code),
+                raw = (block[0], False, b"".join((bounds_ref._obj, args)), pending[_MAX_BLOCKS], code_id,
                        frame.f_lasti, next(_sequence), pending[_BLOCK_DIM], type(args))  # fmt: skip
                 self.deliver(raw)
                 return
-        block, key = struct_block(bounds_ref._obj, getattr(args_ref, "_obj", None), getattr(adj_ref, "_obj", None))
-        self._record_launch(None, list(split_block(block, key)), adj_ref is not None, "cpu", None, None, None)
+        joined, key = struct_block(bounds_ref._obj, getattr(args_ref, "_obj", None), getattr(adj_ref, "_obj", None))
+        params = split_block(joined, key)
+        self._record_launch(None, list(params), adj_ref is not None, "cpu", None, None, None)
+        if adj_ref is None and pending is not None and pending[_KIND] is _LAUNCH and self.fast_codes is _user_codes:
+            # The next forward launch of this kernel from this code takes the fast path.
+            kernel, code = pending[_KERNEL], pending[_FRAME].f_code
+            if _kind(code) is _USER and not getattr(kernel, "is_generic", True):
+                _user_codes.setdefault(id(code), id(code))
+                if kernel not in _forward_blocks:
+                    _block(kernel, False, tuple([len(p) for p in params]))
 
     def on_cuda_launch(
         self,
@@ -565,7 +574,7 @@ def _on_invoke(session: Session, kernel: Any, params: Any, adjoint: bool, blocks
             block = (_backward_blocks if adjoint else _forward_blocks).get(kernel)
             try:
                 if block is None:
-                    block = _block(kernel, adjoint, params)
+                    block = _block(kernel, adjoint, tuple([ctypes.sizeof(p) for p in params]))
                 kept: Any = b"".join(params)
             except TypeError:  # not a ctypes parameter: the general path's business
                 pass

@@ -150,6 +150,33 @@ def test_launch_inside_a_cpu_capture_is_recorded_with_the_same_bytes(cpu):
     assert a.numpy()[0] == pytest.approx(0.01 + 0.0 - 9.8)
 
 
+@wp.kernel
+def seen_first_in_a_capture(a: wp.array[float], b: wp.array[float], s: float, n: int):
+    i = wp.tid()
+    a[i] = b[i] * s + float(n)
+
+
+def test_a_kernel_first_launched_inside_a_capture_is_recorded_alike_by_both_paths(cpu):
+    # No eager launch came first: the capture's first launch of the kernel takes the
+    # general path, which makes the next ones take the fast path.
+    a, b = arrays()
+    with gc.trace_launches() as captured, wp.ScopedCapture(device=cpu) as capture:
+        for n in range(3):
+            wp.launch(seen_first_in_a_capture, dim=16, inputs=[a, b, 2.0, n], device=cpu)
+    assert [type(item).__name__ for item in captured._items] == ["LaunchRecord", "tuple", "tuple"]
+    with gc.trace_launches() as eager:
+        for n in range(3):
+            wp.launch(seen_first_in_a_capture, dim=16, inputs=[a, b, 2.0, n], device=cpu)
+    for e, c in zip(eager, captured):
+        assert (c.kernel, c.block_dim, c.max_blocks, c.dim) == (e.kernel, e.block_dim, e.max_blocks, e.dim)
+        assert c.param_bytes == e.param_bytes
+        assert dict(c.args) == dict(e.args)
+    expected = a.numpy().copy()
+    a.zero_()
+    wp.capture_launch(capture.graph)
+    assert (a.numpy() == expected).all()
+
+
 def test_memset_fill_and_copy_are_recorded(cpu):
     a, b = arrays()
     with gc.trace_launches() as trace:
