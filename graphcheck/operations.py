@@ -538,6 +538,10 @@ def _cpu_block_dim(asked: Any) -> int:
     return resolved
 
 
+# (id of the held kernel, adjoint, parameter block) -> its parameters. Bounded like _decoded_args.
+_split_blocks: dict[tuple[int, bool, bytes], tuple[bytes, ...]] = {}
+
+
 def from_raw(raw: tuple[Any, ...]) -> LaunchRecord:
     # See graphcheck._session: eager CPU launches (7 items: the parameters joined into one
     # bytes, or a tuple of bytes) and forward CPU launches inside a capture (9 items:
@@ -545,13 +549,26 @@ def from_raw(raw: tuple[Any, ...]) -> LaunchRecord:
     # argument struct's type).
     if len(raw) == 7:
         kernel_id, adjoint, params, max_blocks, code_id, lasti, seq = raw
-        if type(params) is bytes:
-            params = _splitters[(kernel_id, adjoint)](params)
         block_dim = 1
     else:
         kernel_id, adjoint, params, max_blocks, code_id, lasti, seq, asked, args_type = raw
-        params = split_block(params, (args_type, _NoneType))
         block_dim = _cpu_block_dim(asked)
+    if type(params) is bytes:
+        # A step repeats the same launches (every substep, every iteration): launches with
+        # the same block share one split, whose bytes then hash once (decoded()) and
+        # compare by identity (same_params).
+        key = (kernel_id, adjoint, params)
+        split = _split_blocks.get(key)
+        if split is None:
+            split = (
+                _splitters[(kernel_id, adjoint)](params)
+                if len(raw) == 7
+                else split_block(params, (args_type, _NoneType))
+            )
+            if len(_split_blocks) >= _DECODED_MAX:
+                _split_blocks.clear()
+            _split_blocks[key] = split
+        params = split
     return LaunchRecord(
         "launch", _held[kernel_id], adjoint, params, None, "cpu", block_dim, max_blocks or 0, None, _held[code_id],
         lasti, "launch", False, seq,

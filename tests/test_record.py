@@ -177,6 +177,17 @@ def test_a_kernel_first_launched_inside_a_capture_is_recorded_alike_by_both_path
     assert (a.numpy() == expected).all()
 
 
+def test_launches_with_the_same_parameter_block_share_one_split(cpu):
+    a, b = arrays()
+    with gc.trace_launches() as trace:
+        for s in (2.0, 2.0, 3.0):
+            wp.launch(K.scale, dim=16, inputs=[a, b, s, 1], device=cpu)
+    first, again, other = trace
+    assert first.param_bytes is again.param_bytes  # one split, its bytes hashed once
+    assert first.args is again.args  # and one decoded dict
+    assert other.param_bytes != first.param_bytes and other.args["s"] == 3.0
+
+
 def test_memset_fill_and_copy_are_recorded(cpu):
     a, b = arrays()
     with gc.trace_launches() as trace:
