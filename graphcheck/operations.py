@@ -542,36 +542,36 @@ def _cpu_block_dim(asked: Any) -> int:
 _split_blocks: dict[tuple[int, bool, bytes], tuple[bytes, ...]] = {}
 
 
+def _params_of(raw: tuple[Any, ...]) -> tuple[bytes, ...]:
+    """The parameters of a launch the fast path kept (see :func:`from_raw`).
+
+    A step repeats the same launches (every substep, every iteration): launches with the
+    same block share one split, whose bytes then hash once (decoded()) and compare by
+    identity (same_params).
+    """
+    kernel_id, adjoint, params = raw[:3]
+    if type(params) is not bytes:
+        return params
+    key = (kernel_id, adjoint, params)
+    split = _split_blocks.get(key)
+    if split is None:
+        split = _splitters[(kernel_id, adjoint)](params) if len(raw) == 7 else split_block(params, (raw[8], _NoneType))
+        if len(_split_blocks) >= _DECODED_MAX:
+            _split_blocks.clear()
+        _split_blocks[key] = split
+    return split
+
+
 def from_raw(raw: tuple[Any, ...]) -> LaunchRecord:
     # See graphcheck._session: eager CPU launches (7 items: the parameters joined into one
     # bytes, or a tuple of bytes) and forward CPU launches inside a capture (9 items:
     # Warp's launch bounds and argument struct joined, then the block size asked for and the
     # argument struct's type).
-    if len(raw) == 7:
-        kernel_id, adjoint, params, max_blocks, code_id, lasti, seq = raw
-        block_dim = 1
-    else:
-        kernel_id, adjoint, params, max_blocks, code_id, lasti, seq, asked, args_type = raw
-        block_dim = _cpu_block_dim(asked)
-    if type(params) is bytes:
-        # A step repeats the same launches (every substep, every iteration): launches with
-        # the same block share one split, whose bytes then hash once (decoded()) and
-        # compare by identity (same_params).
-        key = (kernel_id, adjoint, params)
-        split = _split_blocks.get(key)
-        if split is None:
-            split = (
-                _splitters[(kernel_id, adjoint)](params)
-                if len(raw) == 7
-                else split_block(params, (args_type, _NoneType))
-            )
-            if len(_split_blocks) >= _DECODED_MAX:
-                _split_blocks.clear()
-            _split_blocks[key] = split
-        params = split
+    kernel_id, adjoint, _, max_blocks, code_id, lasti, seq = raw[:7]
+    block_dim = 1 if len(raw) == 7 else _cpu_block_dim(raw[7])
     return LaunchRecord(
-        "launch", _held[kernel_id], adjoint, params, None, "cpu", block_dim, max_blocks or 0, None, _held[code_id],
-        lasti, "launch", False, seq,
+        "launch", _held[kernel_id], adjoint, _params_of(raw), None, "cpu", block_dim, max_blocks or 0, None,
+        _held[code_id], lasti, "launch", False, seq,
     )  # fmt: skip
 
 
@@ -585,7 +585,7 @@ def same_launch(raw: Any, record: LaunchRecord) -> bool:
     """
     if type(raw) is not tuple or len(raw) != 7:
         return False
-    kernel_id, adjoint, params, max_blocks = raw[:4]
+    kernel_id, adjoint, _, max_blocks = raw[:4]
     if (
         record.kind != "launch"
         or id(record._kernel) != kernel_id
@@ -598,5 +598,4 @@ def same_launch(raw: Any, record: LaunchRecord) -> bool:
         or record.internal
     ):
         return False
-    split = _splitters[(kernel_id, adjoint)](params) if type(params) is bytes else params
-    return split == record.param_bytes
+    return _params_of(raw) == record.param_bytes
