@@ -427,8 +427,14 @@ def undecoded(captured: LaunchTrace) -> list[str]:
     """
     seen: dict[tuple[str, str], str] = {}
     layouts: set[int] = set()
+    kernels: set[tuple[int, bool]] = set()  # (kernel, direction) of the CPU launches read
     for record in captured.records:
         if record.kind == "launch":
+            if record.cuda is None:  # a CPU launch has no hidden parameters: one per kernel is enough
+                key = (id(record.kernel_object), record.adjoint)
+                if key in kernels:
+                    continue
+                kernels.add(key)
             layout = record.layout
             if id(layout) in layouts and len(record.param_bytes) <= len(layout):
                 continue

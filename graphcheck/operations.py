@@ -41,6 +41,7 @@ class LaunchRecord:
         stream: the CUDA stream handle it was enqueued on; None on the CPU.
         device: ``"cpu"``, ``"cuda:0"``, ...
         adjoint: whether the backward kernel ran.
+        kernel_object: the Warp kernel of a launch (None for other operations).
         via: the Warp function the user called (``"launch"``, ``"launch_tiled"``,
             ``"clone"``, ``"assign"``, ``"backward"``...).
         internal: whether Warp issued it on its own behalf (the copy inside
@@ -66,7 +67,6 @@ class LaunchRecord:
         "_args",
         "_code",
         "_dim",
-        "_kernel",
         "_key",
         "_lasti",
         "_layout",
@@ -78,6 +78,7 @@ class LaunchRecord:
         "cuda",
         "device",
         "internal",
+        "kernel_object",
         "kind",
         "max_blocks",
         "nested",
@@ -112,7 +113,7 @@ class LaunchRecord:
         # `kernel` is a Warp kernel (launches) or a name; `params` the parameter objects
         # (or bytes) Warp passed, converted to bytes on first use.
         self.kind = kind
-        self._kernel: Any = None if isinstance(kernel, str) else kernel
+        self.kernel_object: Any = None if isinstance(kernel, str) else kernel
         self._name: str | None = kernel if isinstance(kernel, str) else None
         self.adjoint = adjoint
         self._params = params
@@ -144,19 +145,14 @@ class LaunchRecord:
         ``"array.fill_"``, or a native helper's name (``"radix_sort_pairs_int_host"``)."""
         name = self._name
         if name is None:
-            if self._kernel is not None:
-                name = _warp.kernel_name(self._kernel)
+            if self.kernel_object is not None:
+                name = _warp.kernel_name(self.kernel_object)
             elif self.cuda:
                 name = f"<function {self.cuda.function:#x}>"
             else:
                 name = "<unknown kernel>"
             self._name = name
         return name
-
-    @property
-    def kernel_object(self) -> Any:
-        """The Warp kernel of a launch (None for other operations)."""
-        return self._kernel
 
     @property
     def dim(self) -> tuple[int, ...]:
@@ -211,7 +207,7 @@ class LaunchRecord:
         """The parameter layout of a launch (empty for other operations)."""
         layout = self._layout
         if layout is None:
-            kernel = self._kernel
+            kernel = self.kernel_object
             layout = _warp.kernel_layout(kernel, self.adjoint) if kernel is not None else ()
             self._layout = layout
         return layout
@@ -285,7 +281,7 @@ class LaunchRecord:
         key = self._key
         if key is None:
             if self.kind == "launch":
-                kernel = self._kernel if self._kernel is not None else self.kernel
+                kernel = self.kernel_object if self.kernel_object is not None else self.kernel
                 key = (kernel, self.adjoint, self.block_dim, self.tile_block_dim, self.max_blocks, self.param_bytes)
             else:
                 key = (self.kind, self.kernel, self.dim, tuple(self.args.items()))
@@ -295,7 +291,7 @@ class LaunchRecord:
     def identity(self) -> tuple[str, Any, bool]:
         """What must match for two operations to be "the same operation": kind, kernel
         and direction."""
-        kernel = self._kernel
+        kernel = self.kernel_object
         return (self.kind, kernel if kernel is not None else self.kernel, self.adjoint)
 
     # -- where ----------------------------------------------------------------------------
@@ -588,7 +584,7 @@ def same_launch(raw: Any, record: LaunchRecord) -> bool:
     kernel_id, adjoint, _, max_blocks = raw[:4]
     if (
         record.kind != "launch"
-        or id(record._kernel) != kernel_id
+        or id(record.kernel_object) != kernel_id
         or record.adjoint != adjoint
         or record.max_blocks != (max_blocks or 0)
         or record.block_dim != 1
@@ -598,4 +594,5 @@ def same_launch(raw: Any, record: LaunchRecord) -> bool:
         or record.internal
     ):
         return False
-    return _params_of(raw) == record.param_bytes
+    params = record._params
+    return _params_of(raw) == (params if type(params) is tuple else record.param_bytes)
