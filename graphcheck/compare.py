@@ -326,7 +326,7 @@ def compare_traces(
     """
     a.keep(_reused_by(a, b))
     b.keep(_reused_by(b, a))
-    if a.same_launches(b):  # the commonest case, found without reading a's launches
+    if a.same_launches(b):  # the commonest case: a's launches, unread unless a keep() above read them
         return []
     # Warp's internal operations (in a trace made with include_warp=True) follow from the
     # user's and are left out.

@@ -41,7 +41,8 @@ class LaunchRecord:
         stream: the CUDA stream handle it was enqueued on; None on the CPU.
         device: ``"cpu"``, ``"cuda:0"``, ...
         adjoint: whether the backward kernel ran.
-        kernel_object: the Warp kernel of a launch (None for other operations).
+        kernel_object: the Warp kernel of a launch (None for other operations); read it,
+            do not set it.
         via: the Warp function the user called (``"launch"``, ``"launch_tiled"``,
             ``"clone"``, ``"assign"``, ``"backward"``...).
         internal: whether Warp issued it on its own behalf (the copy inside
@@ -534,8 +535,10 @@ def _cpu_block_dim(asked: Any) -> int:
     return resolved
 
 
-# (id of the held kernel, adjoint, parameter block) -> its parameters. Bounded like _decoded_args.
-_split_blocks: dict[tuple[int, bool, bytes], tuple[bytes, ...]] = {}
+# (id of the held kernel, adjoint, the raw record's length, parameter block) -> its
+# parameters (an eager block and a captured one are laid out differently). Bounded like
+# _decoded_args.
+_split_blocks: dict[tuple[int, bool, int, bytes], tuple[bytes, ...]] = {}
 
 
 def _params_of(raw: tuple[Any, ...]) -> tuple[bytes, ...]:
@@ -548,7 +551,7 @@ def _params_of(raw: tuple[Any, ...]) -> tuple[bytes, ...]:
     kernel_id, adjoint, params = raw[:3]
     if type(params) is not bytes:
         return params
-    key = (kernel_id, adjoint, params)
+    key = (kernel_id, adjoint, len(raw), params)
     split = _split_blocks.get(key)
     if split is None:
         split = _splitters[(kernel_id, adjoint)](params) if len(raw) == 7 else split_block(params, (raw[8], _NoneType))

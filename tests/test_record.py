@@ -14,6 +14,12 @@ from tests import kernels as K
 from tests.internals import _warp
 
 
+def trace_of(fn):
+    with gc.trace_launches() as trace:
+        fn()
+    return trace
+
+
 def arrays(n=16, device="cpu"):
     return wp.zeros(n, dtype=float, device=device), wp.ones(n, dtype=float, device=device)
 
@@ -175,6 +181,37 @@ def test_a_kernel_first_launched_inside_a_capture_is_recorded_alike_by_both_path
     a.zero_()
     wp.capture_launch(capture.graph)
     assert (a.numpy() == expected).all()
+
+
+def test_a_padded_argument_struct_inside_a_capture_splits_as_the_eager_parameters(cpu):
+    # echo's argument struct has padding (a float64 after a mat22, a float16, a bool, a
+    # struct): the capture keeps Warp's struct as it is laid out in C and splits it by its
+    # fields' offsets, which must give the bytes the eager launch was given.
+    out = wp.zeros(12, dtype=float, device=cpu)
+    p = K.Params()
+    p.gravity = wp.vec3(0.5, -9.8, 1.5)
+    p.dt = 0.125
+    p.scratch = wp.zeros(4, dtype=float, device=cpu)
+    inputs = [out, 1.5, -7, wp.vec3(1.0, 2.0, 3.0), wp.mat22(1.0, 2.0, 3.0, 4.0), 2.25, 0.5, True, p]
+
+    def step():
+        for _ in range(2):
+            wp.launch(K.echo, dim=1, inputs=inputs, device=cpu)
+
+    eager = trace_of(step)
+    with gc.trace_launches() as captured, wp.ScopedCapture(device=cpu) as capture:
+        step()
+    assert [len(item) for item in captured._items] == [9, 9]  # the capture's fast path
+    args_struct = captured._items[0][8]
+    assert sum(size for _, size in _warp.struct_param_slices(args_struct)) < ctypes.sizeof(args_struct)  # padded
+    assert eager.same_launches(captured)
+    for e, c in zip(trace_of(step), captured):
+        assert c.param_bytes == e.param_bytes
+        assert dict(c.args) == dict(e.args)
+    expected = out.numpy().copy()
+    out.zero_()
+    wp.capture_launch(capture.graph)
+    assert (out.numpy() == expected).all()
 
 
 def test_launches_with_the_same_parameter_block_share_one_split(cpu):
