@@ -214,6 +214,28 @@ def test_a_padded_argument_struct_inside_a_capture_splits_as_the_eager_parameter
     assert (out.numpy() == expected).all()
 
 
+def test_a_generic_kernel_inside_a_capture_keeps_the_general_path(cpu):
+    # The kernel passed to wp.launch is not the overload that runs: it is not registered
+    # for the fast path, and every launch is recorded as the general path records it.
+    from tests.judgement_kernels import generic_scale
+
+    a = wp.full(8, 2.0, dtype=float, device=cpu)
+
+    def step():
+        for _ in range(2):
+            wp.launch(generic_scale, dim=8, inputs=[a, 1.5], device=cpu)
+
+    with gc.trace_launches() as captured, wp.ScopedCapture(device=cpu) as capture:
+        step()
+    assert [type(item).__name__ for item in captured._items] == ["LaunchRecord", "LaunchRecord"]
+    eager = trace_of(step)
+    assert [c.param_bytes for c in captured] == [e.param_bytes for e in eager]
+    expected = a.numpy().copy()
+    a.fill_(2.0)
+    wp.capture_launch(capture.graph)
+    assert (a.numpy() == expected).all()
+
+
 def test_launches_with_the_same_parameter_block_share_one_split(cpu):
     a, b = arrays()
     with gc.trace_launches() as trace:
