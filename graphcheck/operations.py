@@ -463,8 +463,6 @@ def struct_block(bounds: Any, args: Any, adjoint: Any) -> tuple[bytes, tuple[Any
     """The parameter block of a CPU launch Warp made as structs (the launch bounds, the
     argument struct, the adjoint one or None), as one ``bytes``, and the key that splits it
     (:func:`split_block`)."""
-    if adjoint is None and args is not None:  # a forward launch, the usual case: no list
-        return b"".join((bounds, args)), (type(args), _NoneType)
     return b"".join([s for s in (bounds, args, adjoint) if s is not None]), (type(args), type(adjoint))
 
 

@@ -20,6 +20,21 @@ def trace_of(fn):
     return trace
 
 
+def assert_recorded_alike(eager, captured):
+    """Each captured launch carries the bytes and the arguments of its eager twin."""
+    for e, c in zip(eager, captured, strict=True):
+        assert c.param_bytes == e.param_bytes
+        assert dict(c.args) == dict(e.args)
+
+
+def assert_replay_gives(graph, array, reset):
+    """Replaying ``graph`` after ``reset()`` leaves ``array`` as the eager call left it."""
+    expected = array.numpy().copy()
+    reset()
+    wp.capture_launch(graph)
+    assert (array.numpy() == expected).all()
+
+
 def arrays(n=16, device="cpu"):
     return wp.zeros(n, dtype=float, device=device), wp.ones(n, dtype=float, device=device)
 
@@ -175,12 +190,8 @@ def test_a_kernel_first_launched_inside_a_capture_is_recorded_alike_by_both_path
             wp.launch(seen_first_in_a_capture, dim=16, inputs=[a, b, 2.0, n], device=cpu)
     for e, c in zip(eager, captured):
         assert (c.kernel, c.block_dim, c.max_blocks, c.dim) == (e.kernel, e.block_dim, e.max_blocks, e.dim)
-        assert c.param_bytes == e.param_bytes
-        assert dict(c.args) == dict(e.args)
-    expected = a.numpy().copy()
-    a.zero_()
-    wp.capture_launch(capture.graph)
-    assert (a.numpy() == expected).all()
+    assert_recorded_alike(eager, captured)
+    assert_replay_gives(capture.graph, a, a.zero_)
 
 
 def test_a_padded_argument_struct_inside_a_capture_splits_as_the_eager_parameters(cpu):
@@ -205,13 +216,8 @@ def test_a_padded_argument_struct_inside_a_capture_splits_as_the_eager_parameter
     args_struct = captured._items[0][8]
     assert sum(size for _, size in _warp.struct_param_slices(args_struct)) < ctypes.sizeof(args_struct)  # padded
     assert eager.same_launches(captured)
-    for e, c in zip(trace_of(step), captured):
-        assert c.param_bytes == e.param_bytes
-        assert dict(c.args) == dict(e.args)
-    expected = out.numpy().copy()
-    out.zero_()
-    wp.capture_launch(capture.graph)
-    assert (out.numpy() == expected).all()
+    assert_recorded_alike(trace_of(step), captured)
+    assert_replay_gives(capture.graph, out, out.zero_)
 
 
 def test_a_generic_kernel_inside_a_capture_keeps_the_general_path(cpu):
@@ -230,10 +236,8 @@ def test_a_generic_kernel_inside_a_capture_keeps_the_general_path(cpu):
     assert [type(item).__name__ for item in captured._items] == ["LaunchRecord", "LaunchRecord"]
     eager = trace_of(step)
     assert [c.param_bytes for c in captured] == [e.param_bytes for e in eager]
-    expected = a.numpy().copy()
-    a.fill_(2.0)
-    wp.capture_launch(capture.graph)
-    assert (a.numpy() == expected).all()
+    assert_recorded_alike(eager, captured)
+    assert_replay_gives(capture.graph, a, lambda: a.fill_(2.0))
 
 
 def test_launches_with_the_same_parameter_block_share_one_split(cpu):

@@ -429,10 +429,8 @@ def _weave(fn: Any, prologue: str, on_error: str, epilogue: str) -> types.CodeTy
 
 def _make_cpu_capture_launch_hook(original: Any) -> Callable[..., Any]:
     def wp_cpu_launch_kernel(func: Any, bounds_ref: Any, args_ref: Any, adj_ref: Any, info_ref: Any) -> Any:
-        session = ACTIVE.get()  # current_session(), inline: every launch of a CPU capture
+        session = current_session()
         if session is not None:
-            if session.thread != _get_ident():
-                session = session.rebind()
             session.on_cpu_capture_launch(bounds_ref, args_ref, adj_ref)
         return original(func, bounds_ref, args_ref, adj_ref, info_ref)
 
