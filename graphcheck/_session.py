@@ -554,10 +554,11 @@ def _body(session: Session, seq: int, branch: str, body: Any) -> Any:
 
 def _on_invoke(session: Session, kernel: Any, params: Any, adjoint: bool, blocks: bool) -> None:
     """Warp's CPU ``invoke`` (``invoke_cpu_blocks`` when ``blocks``) is about to run a
-    kernel, while ``session`` records: what the woven fast path (:data:`CPU_INVOKE_PROLOGUE`)
-    did not take. A ``wp.launch`` from user code is recorded here as the fast path records
-    it; :meth:`Session.on_cpu_launch` does the rest (replays, launches Warp makes itself,
-    bodies of conditionals)."""
+    kernel, while ``session`` records: what ``wp.launch``'s woven call of ``invoke``
+    (:data:`LAUNCH_TEST`) did not record. A ``wp.launch`` from user code (a kernel's first
+    launch, or any on a Warp without that call) is recorded here as that call records it,
+    and its kernel learnt for the next; :meth:`Session.on_cpu_launch` does the rest
+    (replays, launches Warp makes itself, bodies of conditionals)."""
     # Only Warp's woven launch and replay call invoke, and they made this context's
     # session this thread's own before setting its pending call.
     pending = session.pending
@@ -590,45 +591,37 @@ def _on_invoke(session: Session, kernel: Any, params: Any, adjoint: bool, blocks
     session.on_cpu_launch(kernel, params, adjoint, blocks)
 
 
-#: Woven into Warp's CPU ``invoke`` (the ``invoke_cpu_blocks`` one only calls
-#: :func:`_on_invoke`): every eager CPU launch passes here while a trace is active, so the
-#: commonest case, a forward ``wp.launch`` of a kernel seen before, from user code seen
-#: before, outside conditional bodies and tiled launches, is recorded in ``invoke``'s own
-#: frame, without a call; anything else goes to :func:`_on_invoke`. Each test is one
-#: lookup: ``fast_codes`` is empty while the session is not plain, and a pending call that
-#: is None fails its indexing (a ``TypeError``, free until raised).
+#: Woven into ``wp.launch`` where it calls Warp's CPU ``invoke`` (see
+#: :class:`graphcheck._warp.Recorder`): every eager CPU ``wp.launch`` passes here while a
+#: trace is active, so the commonest case, a forward launch of a kernel seen before, from
+#: user code seen before, outside conditional bodies and tiled launches, is recorded in
+#: ``launch``'s own frame, without a call; anything else goes on to ``invoke``, whose
+#: prologue calls :func:`_on_invoke`. Each test is one lookup: ``fast_codes`` is empty
+#: while the session is not plain.
 #:
 #: The record is a tuple of the kernel's and the caller's ids, the parameter block as one
 #: ``bytes`` (Warp's parameter objects joined, split again by the sizes held for the
 #: kernel when read), and numbers: nothing the cyclic garbage collector traverses once it
-#: has seen the tuple, so a long trace does not slow every collection down.
-CPU_INVOKE_PROLOGUE = f"""
-_graphcheck_session = _graphcheck_active.get()
-if _graphcheck_session is not None:
-    _graphcheck_pending = _graphcheck_session.pending
-    try:
-        _graphcheck_fast = (
-            _graphcheck_pending[{_KIND}] is _graphcheck_launch
-            and not adjoint
-            and (_graphcheck_code := _graphcheck_session.fast_codes.get(
-                _graphcheck_id((_graphcheck_frame := _graphcheck_pending[{_FRAME}]).f_code))) is not None
-            and (_graphcheck_block := _graphcheck_forward_blocks.get(kernel)) is not None
-            and len(_graphcheck_kept := _graphcheck_join(params)) == _graphcheck_block[1]
-        )
-    except TypeError:
-        _graphcheck_fast = False
-    if _graphcheck_fast:
-        _graphcheck_deliver = _graphcheck_session.deliver
-        _graphcheck_deliver((_graphcheck_block[0], False, _graphcheck_kept, _graphcheck_pending[{_MAX_BLOCKS}],
-                             _graphcheck_code, _graphcheck_frame.f_lasti, _graphcheck_next()))
-    else:
-        _graphcheck_on_invoke(_graphcheck_session, kernel, params, adjoint, False)
+#: has seen the tuple, so a long trace does not slow every collection down. The maximum
+#: block count is the one the user asked for, kept in the pending call.
+LAUNCH_TEST = """
+not adjoint
+and (_graphcheck_code := _graphcheck_session.fast_codes.get(_graphcheck_id(_graphcheck_caller.f_code))) is not None
+and (_graphcheck_block := _graphcheck_forward_blocks.get(kernel)) is not None
+and len(_graphcheck_kept := _graphcheck_join(params)) == _graphcheck_block[1]
+"""
+LAUNCH_RECORD = f"""
+_graphcheck_deliver = _graphcheck_session.deliver
+_graphcheck_deliver((_graphcheck_block[0], False, _graphcheck_kept, _graphcheck_session.pending[{_MAX_BLOCKS}],
+                     _graphcheck_code, _graphcheck_caller.f_lasti, _graphcheck_next_of(_graphcheck_sequence)))
 """
 
-CPU_INVOKE_BLOCKS_PROLOGUE = """
+#: Woven into Warp's CPU ``invoke`` (``blocks``: ``invoke_cpu_blocks``): what the launch
+#: site did not record.
+CPU_INVOKE_PROLOGUE = """
 _graphcheck_session = _graphcheck_active.get()
 if _graphcheck_session is not None:
-    _graphcheck_on_invoke(_graphcheck_session, kernel, params, adjoint, True)
+    _graphcheck_on_invoke(_graphcheck_session, kernel, params, adjoint, {blocks})
 """
 
 
@@ -648,14 +641,17 @@ def make_cpu_invoke_hook(original: Callable[..., Any], blocks: bool) -> Callable
 
 #: What the hooks take from the recorder: the fast path woven into Warp's CPU invoke.
 RECORDER = _warp.Recorder(
-    invoke_prologues=(CPU_INVOKE_PROLOGUE, CPU_INVOKE_BLOCKS_PROLOGUE),
+    launch_test=" ".join(LAUNCH_TEST.split()),
+    launch_record=LAUNCH_RECORD,
+    invoke_prologues=(CPU_INVOKE_PROLOGUE.format(blocks=False), CPU_INVOKE_PROLOGUE.format(blocks=True)),
     invoke_hook=make_cpu_invoke_hook,
     woven_globals={
         "_graphcheck_on_invoke": _on_invoke,
         "_graphcheck_id": id,
         "_graphcheck_forward_blocks": _forward_blocks,
         "_graphcheck_join": b"".join,
-        "_graphcheck_next": _sequence.__next__,
+        "_graphcheck_next_of": next,
+        "_graphcheck_sequence": _sequence,
     },
 )
 

@@ -15,6 +15,7 @@ import inspect
 import io
 import os
 import threading
+import traceback
 import warnings
 
 import numpy as np
@@ -448,3 +449,96 @@ def test_the_fast_path_names_each_launch_site_when_sites_alternate():
     assert sites[0][0] == "first" and sites[1][0] == sites[2][0] == "second"
     assert sites[1][1] + 1 == sites[2][1]
     assert sites[:3] * 3 == sites
+
+
+def _what_was_launched(trace):
+    return [(r.kernel, r.adjoint, r.param_bytes, r.max_blocks, r.dim, r.device) for r in trace]
+
+
+def _launch_scaled(a, b, times):
+    for i in range(times):
+        wp.launch(K.scale, dim=16, inputs=[a, b, 2.0, i], device="cpu", max_blocks=i % 3)
+
+
+def test_a_launch_from_user_code_is_recorded_at_wp_launchs_call_of_invoke(monkeypatch):
+    # The commonest launch is recorded where wp.launch calls Warp's invoke; invoke's
+    # prologue sees only a kernel's first launch (which teaches its parameter block).
+    import warp._src.context as warp_context
+
+    a, b = arrays()
+    reached = []
+    with gc.trace_launches():  # the woven names are in Warp's module from the first install
+        pass
+    on_invoke = warp_context._graphcheck_on_invoke
+    monkeypatch.setattr(warp_context, "_graphcheck_on_invoke", lambda *args: reached.append(1) or on_invoke(*args))
+    with gc.trace_launches() as trace:
+        _launch_scaled(a, b, 20)
+    python_gc.collect()
+    assert len(reached) <= 1  # none when an earlier test launched K.scale from user code
+    assert not any(python_gc.is_tracked(item) for item in trace._items)
+    assert [r.args["n"] for r in trace] == list(range(20))
+    assert [r.max_blocks for r in trace] == [i % 3 for i in range(20)]
+    assert np.allclose(a.numpy(), 2.0 + 19)
+
+
+def test_a_warp_without_the_call_records_every_launch_in_invokes_prologue_alike(monkeypatch):
+    a, b = arrays()
+    _launch_scaled(a, b, 1)  # Warp's caches warm
+    with gc.trace_launches() as at_the_call:
+        _launch_scaled(a, b, 12)
+    # The same Warp as one whose wp.launch has no `invoke(kernel, hooks, params, adjoint)`:
+    # the hooks are planned again without that site, then again as they were.
+    with monkeypatch.context() as patch:
+        patch.setattr(_warp.HOOKS, "_patches", None)
+        patch.setattr(_warp.hooks, "_LAUNCH_INVOKE_CALL", "invoke(kernel, hooks, params, adjoint, None)")
+        with gc.trace_launches() as in_invoke:
+            assert "_graphcheck_invoke_unwoven" not in wp.launch.__code__.co_names
+            _launch_scaled(a, b, 12)
+    assert _what_was_launched(in_invoke) == _what_was_launched(at_the_call)
+    assert [r.args for r in in_invoke] == [r.args for r in at_the_call]
+    assert [r.site.function for r in in_invoke] == [r.site.function for r in at_the_call]
+    with gc.trace_launches():
+        assert "_graphcheck_invoke_unwoven" in wp.launch.__code__.co_names
+
+
+def test_someone_elses_invoke_in_warp_is_called_and_each_launch_recorded_once(monkeypatch):
+    import warp._src.context as warp_context
+
+    a, b = arrays()
+    theirs = []
+    warps = warp_context.invoke
+
+    def their_invoke(kernel, hooks, params, adjoint):
+        theirs.append(kernel.key)
+        return warps(kernel, hooks, params, adjoint)
+
+    _launch_scaled(a, b, 1)
+    with gc.trace_launches() as trace:
+        monkeypatch.setattr(warp_context, "invoke", their_invoke)
+        _launch_scaled(a, b, 5)
+        monkeypatch.undo()
+    assert len(theirs) == 5
+    assert [r.args["n"] for r in trace] == list(range(5))
+    assert np.allclose(a.numpy(), 2.0 + 4)
+
+
+def test_an_error_raised_in_invoke_shows_warps_line_of_the_call(monkeypatch):
+    import warp._src.context as warp_context
+
+    a, b = arrays()
+
+    def failing_invoke(kernel, hooks, params, adjoint):
+        raise ValueError("their invoke failed")
+
+    def launch_line():
+        try:
+            _launch_scaled(a, b, 1)
+        except ValueError as exc:
+            frames = [(frame.f_code.co_name, line) for frame, line in traceback.walk_tb(exc.__traceback__)]
+            return [frame for frame in frames if frame[0] == "launch"], str(exc), len(frames)
+        raise AssertionError("the launch did not raise")
+
+    monkeypatch.setattr(warp_context, "invoke", failing_invoke)
+    untraced, traced = traced_and_untraced(launch_line)
+    assert traced == untraced
+    assert untraced[0] and untraced[1] == "their invoke failed"

@@ -11,11 +11,12 @@ The interposition points (Warp 1.15 to 1.19; what differs: see ``WARP_INTERNALS`
                               an epilogue, so ``wp.launch``, ``launch_tiled``,
                               adjoint copies and a ``launch`` bound early by
                               ``from warp import launch`` all pass, and no
-                              graphcheck frame stands between the caller and Warp
+                              graphcheck frame stands between the caller and Warp;
+                              its call of ``invoke`` records the commonest launch
 ``context.copy``              woven, the same way: ``wp.copy``, ``array.assign``,
                               ``clone`` and the second copy Warp makes for gradients
 ``Launch.launch``             woven: ``wp.Launch`` replays
-``context.invoke``            module globals: the CPU launch, with the exact
+``context.invoke``            woven: every other CPU launch, with the exact
 ``invoke_cpu_blocks``         parameter objects Warp passes (the second: 1.18+)
 ``core.wp_cpu_launch_kernel`` ctypes attribute: CPU launches inside a capture
 ``core.wp_cuda_launch_kernel`` ctypes attribute: every CUDA launch
@@ -74,17 +75,26 @@ PENDING_MAX_BLOCKS, PENDING_BLOCK_DIM, PENDING_ADJOINT = (
 
 
 class Recorder(NamedTuple):
-    """What the recording session (:mod:`graphcheck._session`) gives the hooks: its fast
-    path for Warp's CPU ``invoke``, which every eager CPU launch passes.
+    """What the recording session (:mod:`graphcheck._session`) gives the hooks for the
+    eager CPU launch, the one every CPU ``wp.launch`` makes.
 
     Attributes:
+        launch_test: an expression woven into ``wp.launch`` where it calls
+            ``invoke(kernel, hooks, params, adjoint)``, with ``launch``'s locals and
+            ``_graphcheck_session`` (not None) and ``_graphcheck_caller`` (the frame that
+            called ``wp.launch``): whether ``launch_record`` records this launch. It
+            may raise ``TypeError``, which means no.
+        launch_record: the statement that then records it; the launch is not seen by
+            ``invoke``'s prologue.
         invoke_prologues: woven into ``invoke`` and ``invoke_cpu_blocks`` (by their
-            argument names ``kernel, hooks, params, adjoint``).
+            argument names ``kernel, hooks, params, adjoint``): every other CPU launch.
         invoke_hook: makes a hook in place of an ``invoke`` with other argument names,
             from the original and whether it is ``invoke_cpu_blocks``.
-        woven_globals: the names the prologues use, put in Warp's module globals.
+        woven_globals: the names the woven code uses, put in Warp's module globals.
     """
 
+    launch_test: str
+    launch_record: str
     invoke_prologues: tuple[str, str]
     invoke_hook: Callable[[Callable[..., Any], bool], Callable[..., Any]]
     woven_globals: Mapping[str, Any]
@@ -203,6 +213,10 @@ def hooks_installed() -> bool:
     return HOOKS.state != "out" or bool(HOOKS.left_behind())
 
 
+Site = tuple[str, str]  # (a statement in a woven function's body, what takes its place)
+NO_SITE: Site = ("", "")  # the body stays as it is
+
+
 def _plan_patches(recorder: Recorder) -> list[_Patch]:
     core = _runtime().core
     patches: list[_Patch] = []
@@ -210,25 +224,36 @@ def _plan_patches(recorder: Recorder) -> list[_Patch]:
     def attr(label: str, owner: Any, name: str, hook: Any) -> None:
         patches.append(_Patch(label, owner, name, hook))
 
-    def weave(label: str, fn: Any, prologue: str, on_error: str, finally_: str) -> None:
-        patches.append(_Patch(label, fn, "__code__", _weave(fn, prologue, on_error, finally_)))
+    def weave(label: str, fn: Any, prologue: str, on_error: str, epilogue: str, site: Site = NO_SITE) -> None:
+        patches.append(_Patch(label, fn, "__code__", _weave(fn, prologue, on_error, epilogue, site)))
 
-    for name, value in {**_WOVEN_GLOBALS, **recorder.woven_globals}.items():  # stay for good (see above)
+    # Warp's CPU invoke as it is, for wp.launch to call once it has recorded the launch
+    # itself; None where invoke is not woven (the hook in its place records every launch).
+    invoke = _context.invoke
+    woven_invoke = invoke.__code__.co_varnames[:4] == ("kernel", "hooks", "params", "adjoint")
+    invoke_globals = {
+        "_graphcheck_invoke": invoke if woven_invoke else None,
+        "_graphcheck_invoke_unwoven": _copy_function(invoke) if woven_invoke else None,
+    }
+    for name, value in {**_WOVEN_GLOBALS, **invoke_globals, **recorder.woven_globals}.items():  # stay for good
         _context.__dict__[name] = value
         _types.__dict__[name] = value
 
     # Kernel launches: the Python entry points, for what the user asked. Woven, so that
     # Warp sees the caller it sees without graphcheck (the Tape's caller metadata, the
-    # stack level of its warnings) and `from warp import launch` is reached too.
-    weave("wp.launch", _context.launch, _LAUNCH_PROLOGUE, "", _PENDING_EPILOGUE)
+    # stack level of its warnings) and `from warp import launch` is reached too. Its call
+    # of the CPU invoke records the commonest launch in wp.launch's own frame, where the
+    # caller and what the user asked are at hand (see _LAUNCH_INVOKE_SITE).
+    site = _LAUNCH_INVOKE_SITE.format(test=recorder.launch_test, record=_indent(recorder.launch_record, 4))
+    weave("wp.launch", _context.launch, _LAUNCH_PROLOGUE, "", _PENDING_EPILOGUE, (_LAUNCH_INVOKE_CALL, site))
     # wp.launch_tiled resolves its block size (1 on the CPU) before it calls launch: the
     # size the user asked for is known only here, and a CUDA graph bakes it.
     weave("wp.launch_tiled", _context.launch_tiled, _TILED_PROLOGUE, "", _TILED_EPILOGUE)
     weave("wp.Launch.launch", _context.Launch.launch, _REPLAY_PROLOGUE, "", _PENDING_EPILOGUE)
 
-    # Kernel launches: where the parameter block leaves Python.
-    # Woven, so that recording costs no second Python frame per launch; a hook in its place
-    # where Warp's invoke takes other arguments than the prologue reads.
+    # Kernel launches: where the parameter block leaves Python (every CPU launch the
+    # launch site did not record). Woven; a hook in its place where Warp's invoke takes
+    # other arguments than the prologue reads.
     for name, blocks in _CPU_INVOKERS:
         invoker = getattr(_context, name)
         if invoker.__code__.co_varnames[:4] == ("kernel", "hooks", "params", "adjoint"):
@@ -292,8 +317,42 @@ _graphcheck_session = _graphcheck_active.get()
 if _graphcheck_session is not None:
     if _graphcheck_session.thread != _graphcheck_ident():
         _graphcheck_session = _graphcheck_session.rebind()
-    _graphcheck_session.pending = (_graphcheck_launch, _graphcheck_getframe(1), {intent})
+    _graphcheck_caller = _graphcheck_getframe(1)
+    _graphcheck_session.pending = (_graphcheck_launch, _graphcheck_caller, {intent})
 """.format(intent=", ".join(_LAUNCH_INTENT))
+
+# wp.launch's call of the CPU invoke, in every Warp graphcheck supports, and what takes its
+# place: the recorder's test and record, then Warp's invoke as it is (the same code, the
+# same globals), so that a launch recorded here costs no prologue in invoke. A Warp
+# without this call records every CPU launch in invoke's prologue instead, as correctly
+# and a little slower. Someone else's invoke in Warp's module is called as it is.
+_LAUNCH_INVOKE_CALL = "invoke(kernel, hooks, params, adjoint)"
+_LAUNCH_INVOKE_SITE = """
+try:
+    _graphcheck_fast = _graphcheck_session is not None and invoke is _graphcheck_invoke and ({test})
+except TypeError:
+    _graphcheck_fast = False
+if _graphcheck_fast:
+{record}
+    _graphcheck_invoke_unwoven(kernel, hooks, params, adjoint)
+else:
+    invoke(kernel, hooks, params, adjoint)
+"""
+
+
+def _indent(text: str, by: int) -> str:
+    return "\n".join(" " * by + line if line.strip() else line for line in text.strip("\n").splitlines())
+
+
+def _copy_function(fn: Any) -> Any:
+    """A second function object with ``fn``'s code, globals, defaults and names."""
+    copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    copy.__qualname__ = fn.__qualname__
+    copy.__module__ = fn.__module__
+    copy.__doc__ = fn.__doc__
+    return copy
+
 
 _REPLAY_PROLOGUE = """
 _graphcheck_session = _graphcheck_active.get()
@@ -344,9 +403,11 @@ if _graphcheck_op is not None:
 """
 
 
-def _weave(fn: Any, prologue: str, on_error: str, epilogue: str) -> types.CodeType:
+def _weave(fn: Any, prologue: str, on_error: str, epilogue: str, site: Site = NO_SITE) -> types.CodeType:
     """``fn``'s code, recompiled from Warp's source as ``prologue; try: body except: on_error;
-    raise finally: epilogue``.
+    raise finally: epilogue``; with a ``site`` ``(call, replacement)``, the body's one
+    statement that is ``call`` is ``replacement`` instead, at the call's line (where the
+    body has no such statement, or more than one, it stays as it is).
 
     Raises:
         UnsupportedWarpError: when the source is not available or the result would not be
@@ -373,14 +434,29 @@ def _weave(fn: Any, prologue: str, on_error: str, epilogue: str) -> types.CodeTy
     body = node.body
     doc = body[:1] if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) else []
 
-    def statements(text: str) -> list[ast.stmt]:
+    def statements(text: str, line: int = node.lineno) -> list[ast.stmt]:
         parsed = ast.parse(text).body
         for stmt in parsed:
             for sub in ast.walk(stmt):
                 if hasattr(sub, "lineno"):
-                    sub.lineno = sub.end_lineno = node.lineno  # type: ignore[attr-defined]
+                    sub.lineno = sub.end_lineno = line  # type: ignore[attr-defined]
                     sub.col_offset = sub.end_col_offset = 0  # type: ignore[attr-defined]
         return parsed
+
+    call, replacement = site
+    if call:
+        found = [
+            (block, i)
+            for parent in ast.walk(node)
+            for field in ("body", "orelse", "finalbody")
+            for block in [getattr(parent, field, None)]
+            if isinstance(block, list)
+            for i, stmt in enumerate(block)
+            if isinstance(stmt, ast.Expr) and ast.unparse(stmt) == call
+        ]
+        if len(found) == 1:
+            block, i = found[0]
+            block[i : i + 1] = statements(replacement, block[i].lineno)
 
     handlers = []
     if on_error:
