@@ -639,7 +639,7 @@ def make_cpu_invoke_hook(original: Callable[..., Any], blocks: bool) -> Callable
     return hook
 
 
-#: What the hooks take from the recorder: the fast path woven into Warp's CPU invoke.
+#: What the hooks take from the recorder: the record made at wp.launch's call of invoke, and invoke's prologue.
 RECORDER = _warp.Recorder(
     launch_test=" ".join(LAUNCH_TEST.split()),
     launch_record=LAUNCH_RECORD,

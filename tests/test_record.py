@@ -194,16 +194,22 @@ def test_a_kernel_first_launched_inside_a_capture_is_recorded_alike_by_both_path
     assert_replay_gives(capture.graph, a, a.zero_)
 
 
+def echo_inputs(device):
+    """K.echo's inputs: its output (12 floats), then one value of each kind it echoes."""
+    p = K.Params()
+    p.gravity = wp.vec3(0.5, -9.8, 1.5)
+    p.dt = 0.125
+    p.scratch = wp.zeros(4, dtype=float, device=device)
+    out = wp.zeros(12, dtype=float, device=device)
+    return [out, 1.5, -7, wp.vec3(1.0, 2.0, 3.0), wp.mat22(1.0, 2.0, 3.0, 4.0), 2.25, 0.5, True, p]
+
+
 def test_a_padded_argument_struct_inside_a_capture_splits_as_the_eager_parameters(cpu):
     # echo's argument struct has padding (a float64 after a mat22, a float16, a bool, a
     # struct): the capture keeps Warp's struct as it is laid out in C and splits it by its
     # fields' offsets, which must give the bytes the eager launch was given.
-    out = wp.zeros(12, dtype=float, device=cpu)
-    p = K.Params()
-    p.gravity = wp.vec3(0.5, -9.8, 1.5)
-    p.dt = 0.125
-    p.scratch = wp.zeros(4, dtype=float, device=cpu)
-    inputs = [out, 1.5, -7, wp.vec3(1.0, 2.0, 3.0), wp.mat22(1.0, 2.0, 3.0, 4.0), 2.25, 0.5, True, p]
+    inputs = echo_inputs(cpu)
+    out = inputs[0]
 
     def step():
         for _ in range(2):
@@ -471,15 +477,10 @@ def test_a_failed_launch_leaves_no_record(cpu):
 
 
 def test_recorded_bytes_equal_what_the_kernel_received(cpu):
-    out = wp.zeros(12, dtype=float, device=cpu)
-    p = K.Params()
-    p.gravity = wp.vec3(0.5, -9.8, 1.5)
-    p.dt = 0.125
-    p.scratch = wp.zeros(4, dtype=float, device=cpu)
-    v = wp.vec3(1.0, 2.0, 3.0)
-    m = wp.mat22(1.0, 2.0, 3.0, 4.0)
+    inputs = echo_inputs(cpu)
+    out, v, m, p = inputs[0], inputs[3], inputs[4], inputs[8]
     with gc.trace_launches() as trace:
-        wp.launch(K.echo, dim=1, inputs=[out, 1.5, -7, v, m, 2.25, 0.5, True, p], device=cpu)
+        wp.launch(K.echo, dim=1, inputs=inputs, device=cpu)
     (record,) = trace
     received = out.numpy()
     args = record.args

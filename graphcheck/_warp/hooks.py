@@ -170,8 +170,8 @@ class Hooks:
         """Put every hook in place (nothing happens when they already are).
 
         Args:
-            recorder: the recording session's fast path for Warp's CPU ``invoke``, which
-                every eager CPU launch passes.
+            recorder: what the recording session weaves into Warp's CPU launch path
+                (``wp.launch``'s call of ``invoke``, and ``invoke``'s prologue).
         """
         if self.state == "in":
             return
