@@ -31,7 +31,14 @@ if TYPE_CHECKING:
     from .record import LaunchTrace
 
 # One process-wide order for operations and allocations (next() on a count is atomic).
-_sequence = itertools.count(1)
+# Every event takes an even place of its own, except a CPU launch kept as a raw tuple
+# (LAUNCH_RECORD, and the captured CPU launch): taking a place would cost the fast path a
+# call and an int per launch, so it reads the place of the latest allocation instead and
+# stands just after it, at the odd place that follows (operations.from_raw). A launch is
+# only ever ordered against allocations (LaunchTrace.allocation_at), and that order is
+# kept: after every allocation made before it, before every one made after it.
+_sequence = itertools.count(2, 2)
+_latest_allocation = [0]  # its place (set after taking it; threads racing may see an older one)
 
 _ALLOCATING = _warp.ALLOCATING_FUNCTIONS
 _LAUNCH = _warp.LAUNCH
@@ -149,7 +156,7 @@ class Session:
 
     __slots__ = (
         "_conditional_depth", "_tiled", "allocations_seen", "bodies", "conditionals", "deliver", "fast_codes",
-        "in_memset", "pending", "thread", "traces", "uploading",
+        "in_memset", "last_code", "last_code_id", "pending", "thread", "traces", "uploading",
     )  # fmt: skip
 
     def __init__(self, traces: tuple[LaunchTrace, ...]) -> None:
@@ -160,6 +167,11 @@ class Session:
         # The user codes whose launches the fast path records: all of them, or none while
         # a conditional body or a tiled launch runs (the general path records those).
         self.fast_codes = _user_codes
+        # The user code the last fast-path launch came from, and its entry in fast_codes:
+        # launches come in runs from one function (a step), and one identity test is
+        # cheaper than the lookup. Only ever an entry of fast_codes, so cleared with it.
+        self.last_code: Any = None
+        self.last_code_id: Any = None
         self.thread = threading.get_ident()
         self.pending: Any = None
         self.in_memset = False
@@ -193,6 +205,7 @@ class Session:
     def _settle_fast_codes(self) -> None:
         plain = not self._conditional_depth and self._tiled is None
         self.fast_codes = _user_codes if plain else _NO_CODES
+        self.last_code = None
 
     def rebind(self) -> Session:
         """This context's session for the calling thread, made and made current now."""
@@ -247,7 +260,7 @@ class Session:
                 # joined (see struct_block), split when read.
                 args = args_ref._obj
                 raw = (block[0], False, b"".join((bounds_ref._obj, args)), pending[_MAX_BLOCKS], code_id,
-                       frame.f_lasti, next(_sequence), pending[_BLOCK_DIM], type(args))  # fmt: skip
+                       frame.f_lasti, _latest_allocation[0], pending[_BLOCK_DIM], type(args))  # fmt: skip
                 self.deliver(raw)
                 return
         joined, key = struct_block(bounds_ref._obj, getattr(args_ref, "_obj", None), getattr(adj_ref, "_obj", None))
@@ -511,8 +524,9 @@ class Session:
             return
         code, lasti, via, _ = _caller(sys._getframe(2), "array")
         site = site_of(code, lasti)
+        _latest_allocation[0] = place = next(_sequence)
         allocation = Allocation(
-            span[0], span[1], str(arr.device), next(_sequence), site, via, how, _warp.array_label(arr),
+            span[0], span[1], str(arr.device), place, site, via, how, _warp.array_label(arr),
             _warp.dtype_name(arr),
         )  # fmt: skip
         for trace in self.traces:
@@ -583,7 +597,7 @@ def _on_invoke(session: Session, kernel: Any, params: Any, adjoint: bool, blocks
                 if len(kept) != block[1]:
                     kept = tuple([bytes(p) for p in params])
                 code_id = _user_codes.setdefault(id(code), id(code))  # the int its records share
-                raw = (block[0], adjoint, kept, pending[_MAX_BLOCKS], code_id, frame.f_lasti, next(_sequence))
+                raw = (block[0], adjoint, kept, pending[_MAX_BLOCKS], code_id, frame.f_lasti, _latest_allocation[0])
                 session.deliver(raw)
                 return
     if session.thread != threading.get_ident():
@@ -596,24 +610,30 @@ def _on_invoke(session: Session, kernel: Any, params: Any, adjoint: bool, blocks
 #: trace is active, so the commonest case, a forward launch of a kernel seen before, from
 #: user code seen before, outside conditional bodies and tiled launches, is recorded in
 #: ``launch``'s own frame, without a call; anything else goes on to ``invoke``, whose
-#: prologue calls :func:`_on_invoke`. Each test is one lookup: ``fast_codes`` is empty
-#: while the session is not plain.
+#: prologue calls :func:`_on_invoke`. The caller is the session's ``last_code`` (one
+#: identity test: launches come in runs from one function) or is looked up in
+#: ``fast_codes``, which is empty while the session is not plain; the kernel is one lookup.
 #:
 #: The record is a tuple of the kernel's and the caller's ids, the parameter block as one
 #: ``bytes`` (Warp's parameter objects joined, split again by the sizes held for the
 #: kernel when read), and numbers: nothing the cyclic garbage collector traverses once it
 #: has seen the tuple, so a long trace does not slow every collection down. The maximum
-#: block count is the one the user asked for, kept in the pending call.
+#: block count is the one the user asked for, kept in the pending call; the place is the
+#: latest allocation's (see ``_sequence``).
 LAUNCH_TEST = """
 not adjoint
-and (_graphcheck_code := _graphcheck_session.fast_codes.get(_graphcheck_id(_graphcheck_caller.f_code))) is not None
+and ((_graphcheck_caller_code := _graphcheck_caller.f_code) is _graphcheck_session.last_code
+     or (_graphcheck_code := _graphcheck_session.fast_codes.get(_graphcheck_id(_graphcheck_caller_code))) is not None)
 and (_graphcheck_block := _graphcheck_forward_blocks.get(kernel)) is not None
 and len(_graphcheck_kept := _graphcheck_join(params)) == _graphcheck_block[1]
 """
 LAUNCH_RECORD = f"""
+if _graphcheck_caller_code is not _graphcheck_session.last_code:
+    _graphcheck_session.last_code = _graphcheck_caller_code
+    _graphcheck_session.last_code_id = _graphcheck_code
 _graphcheck_deliver = _graphcheck_session.deliver
 _graphcheck_deliver((_graphcheck_block[0], False, _graphcheck_kept, _graphcheck_session.pending[{_MAX_BLOCKS}],
-                     _graphcheck_code, _graphcheck_caller.f_lasti, _graphcheck_next_of(_graphcheck_sequence)))
+                     _graphcheck_session.last_code_id, _graphcheck_caller.f_lasti, _graphcheck_latest_allocation[0]))
 """
 
 #: Woven into Warp's CPU ``invoke`` (``blocks``: ``invoke_cpu_blocks``): what the launch
@@ -650,8 +670,7 @@ RECORDER = _warp.Recorder(
         "_graphcheck_id": id,
         "_graphcheck_forward_blocks": _forward_blocks,
         "_graphcheck_join": b"".join,
-        "_graphcheck_next_of": next,
-        "_graphcheck_sequence": _sequence,
+        "_graphcheck_latest_allocation": _latest_allocation,
     },
 )
 

@@ -53,7 +53,9 @@ class LaunchRecord:
             seq, branch, iteration)``, the branch being ``"on_true"``, ``"on_false"`` or
             ``"while_body"``; True for work inside the conditional outside a body; else
             False.
-        seq: position in the process-wide order of operations and allocations.
+        seq: its place in the process-wide order of operations and allocations. Eager
+            and captured CPU launches share the place just after the latest allocation
+            made before them: ordered against every allocation, not among themselves.
         capture: on CUDA inside a capture, where the capturing stream stood before and
             after the operation (a :class:`~graphcheck.nodes.CaptureSpan`: the graph and
             the nodes around the ones it added); else None.
@@ -563,12 +565,13 @@ def from_raw(raw: tuple[Any, ...]) -> LaunchRecord:
     # See graphcheck._session: eager CPU launches (7 items: the parameters joined into one
     # bytes, or a tuple of bytes) and forward CPU launches inside a capture (9 items:
     # Warp's launch bounds and argument struct joined, then the block size asked for and the
-    # argument struct's type).
-    kernel_id, adjoint, _, max_blocks, code_id, lasti, seq = raw[:7]
+    # argument struct's type). A raw launch holds the place of the latest allocation made
+    # before it, and stands at the odd place just after it (see _session._sequence).
+    kernel_id, adjoint, _, max_blocks, code_id, lasti, after = raw[:7]
     block_dim = 1 if len(raw) == 7 else _cpu_block_dim(raw[7])
     return LaunchRecord(
         "launch", _held[kernel_id], adjoint, _params_of(raw), None, "cpu", block_dim, max_blocks or 0, None,
-        _held[code_id], lasti, "launch", False, seq,
+        _held[code_id], lasti, "launch", False, after + 1,
     )  # fmt: skip
 
 

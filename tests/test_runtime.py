@@ -481,6 +481,71 @@ def test_a_launch_from_user_code_is_recorded_at_wp_launchs_call_of_invoke(monkey
     assert np.allclose(a.numpy(), 2.0 + 19)
 
 
+def test_launches_alternating_between_two_user_functions_keep_their_own_sites(monkeypatch):
+    # The fast path remembers the user code of the last launch it recorded; a launch from
+    # another function is looked up, learnt once, and becomes the one remembered.
+    import warp._src.context as warp_context
+
+    a, b = arrays()
+
+    def integrate(i):
+        wp.launch(K.scale, dim=16, inputs=[a, b, 2.0, i], device="cpu")
+
+    def collide(i):
+        wp.launch(K.scale, dim=16, inputs=[a, b, 3.0, i], device="cpu")
+
+    reached = []
+    with gc.trace_launches():
+        pass
+    on_invoke = warp_context._graphcheck_on_invoke
+    monkeypatch.setattr(warp_context, "_graphcheck_on_invoke", lambda *args: reached.append(1) or on_invoke(*args))
+    with gc.trace_launches() as trace:
+        for i in range(4):
+            integrate(i)
+            collide(i)
+            collide(i)
+    assert len(reached) <= 2  # each function's first launch learns its code
+    assert [r.site.function.rsplit(".", 1)[1] for r in trace] == ["integrate", "collide", "collide"] * 4
+    assert [(r.args["s"], r.args["n"]) for r in trace] == [(s, i) for i in range(4) for s in (2.0, 3.0, 3.0)]
+    assert np.allclose(a.numpy(), 3.0 + 3)
+
+
+def test_a_launch_inside_a_conditional_body_is_nested_though_its_code_was_just_recorded():
+    # A body runs its launches through the general path (which marks them nested), even
+    # when the fast path has just recorded a launch from the same function.
+    a, b = arrays()
+    condition = wp.array([1], dtype=int, device="cpu")
+
+    def step(i):
+        wp.launch(K.scale, dim=16, inputs=[a, b, 2.0, i], device="cpu")
+
+    with gc.trace_launches() as trace:
+        step(0)
+        step(1)
+        wp.capture_if(condition, on_true=lambda: step(2))
+        step(3)
+    launches = [r for r in trace if r.kind == "launch"]
+    assert [bool(r.nested) for r in launches] == [False, False, True, False]
+    assert [r.site.function.rsplit(".", 1)[1] for r in launches] == ["step"] * 4
+    assert np.allclose(a.numpy(), 2.0 + 3)
+
+
+def test_eager_launches_stand_between_the_allocations_made_around_them():
+    a, b = arrays()
+    with gc.trace_launches() as trace:
+        first = wp.empty(16, dtype=float, device="cpu")
+        for i in range(3):
+            wp.launch(K.scale, dim=16, inputs=[first, b, 2.0, i], device="cpu")
+        second = wp.empty(16, dtype=float, device="cpu")
+        wp.launch(K.scale, dim=16, inputs=[second, b, 2.0, 3], device="cpu")
+    before, after = trace.allocations
+    launches = list(trace)
+    assert all(before.seq < r.seq < after.seq for r in launches[:3])
+    assert after.seq < launches[3].seq
+    assert [trace.allocation_at(r.args["a"].ptr, r.seq) for r in launches] == [before] * 3 + [after]
+    assert trace.allocation_at(second.ptr, launches[0].seq) is not after
+
+
 def test_a_warp_without_the_call_records_every_launch_in_invokes_prologue_alike(monkeypatch):
     a, b = arrays()
     _launch_scaled(a, b, 1)  # Warp's caches warm
