@@ -17,6 +17,7 @@ import itertools
 import operator
 import sys
 import threading
+from _thread import RLock as _RLock
 from collections.abc import Callable
 from types import CodeType
 from typing import TYPE_CHECKING, Any
@@ -156,7 +157,7 @@ class Session:
 
     __slots__ = (
         "_conditional_depth", "_tiled", "allocations_seen", "bodies", "conditionals", "deliver", "fast_codes",
-        "in_memset", "last_code", "last_code_id", "pending", "thread", "traces", "uploading",
+        "in_memset", "last_code", "last_code_id", "owner", "pending", "traces", "uploading",
     )  # fmt: skip
 
     def __init__(self, traces: tuple[LaunchTrace, ...]) -> None:
@@ -172,7 +173,11 @@ class Session:
         # cheaper than the lookup. Only ever an entry of fast_codes, so cleared with it.
         self.last_code: Any = None
         self.last_code_id: Any = None
-        self.thread = threading.get_ident()
+        # An RLock this thread holds for the session's life: `owner._is_owned()` tells
+        # this thread from another in one C call that makes nothing (comparing
+        # threading.get_ident() costs the launch prologue a generic call and an int).
+        self.owner: Any = _RLock()
+        self.owner.acquire()
         self.pending: Any = None
         self.in_memset = False
         self.allocations_seen = 0
@@ -600,7 +605,7 @@ def _on_invoke(session: Session, kernel: Any, params: Any, adjoint: bool, blocks
                 raw = (block[0], adjoint, kept, pending[_MAX_BLOCKS], code_id, frame.f_lasti, _latest_allocation[0])
                 session.deliver(raw)
                 return
-    if session.thread != threading.get_ident():
+    if not session.owner._is_owned():
         session = session.rebind()
     session.on_cpu_launch(kernel, params, adjoint, blocks)
 

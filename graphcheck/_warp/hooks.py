@@ -41,7 +41,6 @@ from __future__ import annotations
 import contextvars
 import inspect
 import sys
-import threading
 import types
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
@@ -100,13 +99,10 @@ class Recorder(NamedTuple):
     woven_globals: Mapping[str, Any]
 
 
-_get_ident = threading.get_ident
-
-
 def current_session() -> Any:
     """The recording session of the current context and thread, or None."""
     session = ACTIVE.get()
-    if session is not None and session.thread != _get_ident():
+    if session is not None and not session.owner._is_owned():
         session = session.rebind()
     return session
 
@@ -315,7 +311,7 @@ def _plan_patches(recorder: Recorder) -> list[_Patch]:
 _LAUNCH_PROLOGUE = """
 _graphcheck_session = _graphcheck_active.get()
 if _graphcheck_session is not None:
-    if _graphcheck_session.thread != _graphcheck_ident():
+    if not _graphcheck_session.owner._is_owned():
         _graphcheck_session = _graphcheck_session.rebind()
     _graphcheck_caller = _graphcheck_getframe(1)
     _graphcheck_session.pending = (_graphcheck_launch, _graphcheck_caller, {intent})
@@ -357,7 +353,7 @@ def _copy_function(fn: Any) -> Any:
 _REPLAY_PROLOGUE = """
 _graphcheck_session = _graphcheck_active.get()
 if _graphcheck_session is not None:
-    if _graphcheck_session.thread != _graphcheck_ident():
+    if not _graphcheck_session.owner._is_owned():
         _graphcheck_session = _graphcheck_session.rebind()
     _graphcheck_session.pending = (_graphcheck_replay, _graphcheck_getframe(1), self)
 """
@@ -365,7 +361,7 @@ if _graphcheck_session is not None:
 _TILED_PROLOGUE = """
 _graphcheck_session = _graphcheck_active.get()
 if _graphcheck_session is not None:
-    if _graphcheck_session.thread != _graphcheck_ident():
+    if not _graphcheck_session.owner._is_owned():
         _graphcheck_session = _graphcheck_session.rebind()
     _graphcheck_session.tiled = kwargs.get("block_dim")
 """
@@ -660,7 +656,6 @@ def _make_native_hook(name: str, original: Any, on_device: bool) -> Callable[...
 #: What woven functions find in their module's globals.
 _WOVEN_GLOBALS: dict[str, Any] = {
     "_graphcheck_active": ACTIVE,
-    "_graphcheck_ident": _get_ident,
     "_graphcheck_getframe": sys._getframe,
     "_graphcheck_launch": LAUNCH,
     "_graphcheck_replay": REPLAY,
