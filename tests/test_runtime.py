@@ -460,17 +460,24 @@ def _launch_scaled(a, b, times):
         wp.launch(K.scale, dim=16, inputs=[a, b, 2.0, i], device="cpu", max_blocks=i % 3)
 
 
-def test_a_launch_from_user_code_is_recorded_at_wp_launchs_call_of_invoke(monkeypatch):
-    # The commonest launch is recorded where wp.launch calls Warp's invoke; invoke's
-    # prologue sees only a kernel's first launch (which teaches its parameter block).
+def count_on_invoke(monkeypatch):
+    """A list that grows by one each time invoke's prologue calls _on_invoke (the launch
+    site did not record the launch)."""
     import warp._src.context as warp_context
 
-    a, b = arrays()
     reached = []
     with gc.trace_launches():  # the woven names are in Warp's module from the first install
         pass
     on_invoke = warp_context._graphcheck_on_invoke
     monkeypatch.setattr(warp_context, "_graphcheck_on_invoke", lambda *args: reached.append(1) or on_invoke(*args))
+    return reached
+
+
+def test_a_launch_from_user_code_is_recorded_at_wp_launchs_call_of_invoke(monkeypatch):
+    # The commonest launch is recorded where wp.launch calls Warp's invoke; invoke's
+    # prologue sees only a kernel's first launch (which teaches its parameter block).
+    a, b = arrays()
+    reached = count_on_invoke(monkeypatch)
     with gc.trace_launches() as trace:
         _launch_scaled(a, b, 20)
     python_gc.collect()
@@ -484,8 +491,6 @@ def test_a_launch_from_user_code_is_recorded_at_wp_launchs_call_of_invoke(monkey
 def test_launches_alternating_between_two_user_functions_keep_their_own_sites(monkeypatch):
     # The fast path remembers the user code of the last launch it recorded; a launch from
     # another function is looked up, learnt once, and becomes the one remembered.
-    import warp._src.context as warp_context
-
     a, b = arrays()
 
     def integrate(i):
@@ -494,11 +499,7 @@ def test_launches_alternating_between_two_user_functions_keep_their_own_sites(mo
     def collide(i):
         wp.launch(K.scale, dim=16, inputs=[a, b, 3.0, i], device="cpu")
 
-    reached = []
-    with gc.trace_launches():
-        pass
-    on_invoke = warp_context._graphcheck_on_invoke
-    monkeypatch.setattr(warp_context, "_graphcheck_on_invoke", lambda *args: reached.append(1) or on_invoke(*args))
+    reached = count_on_invoke(monkeypatch)
     with gc.trace_launches() as trace:
         for i in range(4):
             integrate(i)

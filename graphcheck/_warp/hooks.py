@@ -213,6 +213,12 @@ Site = tuple[str, str]  # (a statement in a woven function's body, what takes it
 NO_SITE: Site = ("", "")  # the body stays as it is
 
 
+def _takes_invoke_prologue(invoker: Any) -> bool:
+    """Whether a CPU invoker of Warp's has the argument names invoke's prologue reads (it
+    is woven; else a hook stands in its place)."""
+    return bool(invoker.__code__.co_varnames[:4] == ("kernel", "hooks", "params", "adjoint"))
+
+
 def _plan_patches(recorder: Recorder) -> list[_Patch]:
     core = _runtime().core
     patches: list[_Patch] = []
@@ -226,7 +232,7 @@ def _plan_patches(recorder: Recorder) -> list[_Patch]:
     # Warp's CPU invoke as it is, for wp.launch to call once it has recorded the launch
     # itself; None where invoke is not woven (the hook in its place records every launch).
     invoke = _context.invoke
-    woven_invoke = invoke.__code__.co_varnames[:4] == ("kernel", "hooks", "params", "adjoint")
+    woven_invoke = _takes_invoke_prologue(invoke)
     invoke_globals = {
         "_graphcheck_invoke": invoke if woven_invoke else None,
         "_graphcheck_invoke_unwoven": _copy_function(invoke) if woven_invoke else None,
@@ -252,7 +258,7 @@ def _plan_patches(recorder: Recorder) -> list[_Patch]:
     # other arguments than the prologue reads.
     for name, blocks in _CPU_INVOKERS:
         invoker = getattr(_context, name)
-        if invoker.__code__.co_varnames[:4] == ("kernel", "hooks", "params", "adjoint"):
+        if _takes_invoke_prologue(invoker):
             weave(name, invoker, recorder.invoke_prologues[blocks], "", "pass")
         else:
             attr(name, _context, name, recorder.invoke_hook(invoker, blocks))
