@@ -453,6 +453,7 @@ class Session:
             code, lasti, via, internal, next(_sequence), False, None, (count,),
         )  # fmt: skip
         self._emit(record)
+        self.before_cuda_op(record, handle)  # finish() takes the other side of its span
         return record
 
     def on_memset(self, original: Callable[..., Any], name: str, arr: Any, args: Any, kwargs: Any) -> Any:
@@ -475,7 +476,7 @@ class Session:
     def on_native(self, original: Callable[..., Any], name: str, on_device: bool, args: tuple[Any, ...]) -> Any:
         code, lasti, via, internal = _caller(sys._getframe(2), name)
         device = _warp.get_device(None if on_device else "cpu")
-        handle = _warp.device_stream_handle(device) if on_device else None
+        handle = _warp.device_stream_handle(device)  # None for a host helper
         record = LaunchRecord(
             "native", name, False, None, _warp.native_args(name, args), str(device), 0, 0,
             handle, code, lasti, via, internal, next(_sequence), False, None, (),

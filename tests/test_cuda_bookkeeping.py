@@ -1,0 +1,317 @@
+"""The session's CUDA bookkeeping, driven on Warp's CPU device for every kind of operation.
+
+No driver runs in these tests. Each operation is Warp's own, run on the CPU with
+graphcheck's hooks in place; the stream it goes to and the driver's answers about that
+stream's capture come from a script of real ``cuda.bindings`` values
+(:mod:`tests.scripted_capture`). Each test checks that graphcheck asked the driver
+exactly what the script holds (where the capture stood before and after each
+operation), that every record learnt its capture span, and that a graph built by hand
+from real ``cuda.bindings`` structs, filled from Warp's side of each operation, matches
+one node per record with nothing left over and nothing flagged.
+"""
+
+from __future__ import annotations
+
+import pytest
+import warp as wp
+
+import graphcheck as gc
+from graphcheck.crosscheck import check
+from graphcheck.graph import match_nodes, walk
+from tests import kernels as K
+from tests.internals import _cuda
+from tests.recorded_driver import Keep, kernel_struct, memcpy_struct, memset_struct
+from tests.scripted_capture import (
+    ADJOINT_FUNC,
+    BODY,
+    FUNC,
+    GRAPH,
+    ScriptedCapture,
+    cuda_launch,
+    install,
+    packed_bytes,
+    resumed,
+)
+
+DEVICE = "cpu"
+N = 64
+
+
+@pytest.fixture
+def scripted(monkeypatch: pytest.MonkeyPatch) -> ScriptedCapture:
+    """The driver's answers, scripted by each test (no driver runs)."""
+    return install(monkeypatch)
+
+
+def floats(value: float = 0.0, requires_grad: bool = False) -> wp.array:
+    return wp.full(N, value, dtype=float, device=DEVICE, requires_grad=requires_grad)
+
+
+def layout(param_bytes: list[bytes]) -> list[tuple[int, int]]:
+    out, offset = [], 0
+    for b in param_bytes:
+        out.append((offset, len(b)))
+        offset += len(b)
+    return out
+
+
+def matched(script: ScriptedCapture, trace: gc.LaunchTrace) -> dict[int, list[tuple[int, str]]]:
+    """Check what every test checks, and return record index -> its nodes and their roles."""
+    script.done()
+    missing = [f"#{i} {r.kernel}" for i, r in enumerate(trace.records) if r.capture is None]
+    assert not missing, f"records without a capture span: {missing}"
+    nodes = walk(_cuda.Reader(script, script.version), GRAPH, trace.records)
+    match = match_nodes(nodes, trace)
+    result = check(match, expected_functions={})
+    assert result.findings == [], [f.message for f in result.findings]
+    assert result.complete, result.notes
+    # Warp's own nodes no operation makes (allocations of arrays recorded during the capture) stay unclaimed.
+    left = [(hex(n.handle), n.type, n.role) for n in nodes if n.record is None and n.role != "allocation"]
+    assert not left, f"nodes no record claimed: {left}"
+    owned: dict[int, list[tuple[int, str]]] = {}
+    for node in nodes:
+        if node.record is not None:
+            owned.setdefault(node.record, []).append((node.handle, node.role))
+    return owned
+
+
+# -- kernel launches: wp.launch, wp.Launch replays, launch_tiled, adjoint --------------------------
+
+
+@pytest.mark.parametrize("how", ["launch", "replay", "tiled", "adjoint"])
+def test_a_cuda_launch_learns_its_span_and_matches_its_kernel_node(scripted, how):
+    keep = Keep()
+    a, b, ga, gb = floats(), floats(1.0), floats(), floats()
+    scripted.op(GRAPH, (), (0x1,))
+    with gc.trace_launches() as trace:
+        if how == "adjoint":
+            cmd = cuda_launch(K.scale, N, [a, b, 2.5, 3], adjoint=True, adj_inputs=[ga, gb, 0.0, 0])
+        elif how == "tiled":
+            cmd = cuda_launch(K.add_one_tiled, (N, 32), [a], block_dim=32, tiled=32)
+        else:
+            cmd = cuda_launch(K.scale, N, [a, b, 2.5, 3], replay=how == "replay")
+    params = packed_bytes(cmd)
+    block = 32 if how == "tiled" else 256
+    grid = ((N * 32 + block - 1) // block if how == "tiled" else 1, 1, 1)
+    func = ADJOINT_FUNC if how == "adjoint" else FUNC
+    scripted.kernel(GRAPH, 0x1, kernel_struct(params, keep, grid=grid, block=(block, 1, 1), func=func), layout(params))
+    assert matched(scripted, trace) == {0: [(0x1, "recorded")]}
+    (record,) = trace
+    assert record.capture == (GRAPH, (), (0x1,), ())
+    assert (record.replay, record.adjoint, record.tile_block_dim) == (
+        how == "replay", how == "adjoint", 32 if how == "tiled" else None
+    )  # fmt: skip
+    assert len(record.param_bytes) == len(params)
+
+
+def test_a_launch_warp_refuses_is_taken_back(scripted):
+    """Warp's native launch fails (it raises its own error): nothing was enqueued, so
+    the record is retracted and graphcheck asks nothing after it."""
+    a = floats()
+    scripted.before(GRAPH, ())
+    with gc.trace_launches() as trace:
+        cuda_launch(K.add_one, N, [a], native=lambda *args: 1)
+    scripted.done()
+    assert len(trace) == 0
+
+
+# -- copies, memsets, fills, native helpers -----------------------------------------------------------
+
+
+def test_a_copy_learns_its_span_and_matches_its_memcpy_node(scripted):
+    """Issue 23, defect 1: wp.copy asked where the capture stood after it, never before."""
+    a, b = floats(), floats(1.0)
+    scripted.op(GRAPH, (), (0x1,))
+    with gc.trace_launches() as trace:
+        wp.copy(a, b, dest_offset=4, src_offset=2, count=10)
+    scripted.node(GRAPH, 0x1, "MEMCPY", memcpy_struct(a.ptr + 16, b.ptr + 8, 40))
+    assert matched(scripted, trace) == {0: [(0x1, "recorded")]}
+
+
+def test_a_copy_with_gradients_gives_each_copy_its_node(scripted):
+    """Warp copies the data, then the gradients in a second wp.copy nested in the first."""
+    a, b = floats(requires_grad=True), floats(1.0, requires_grad=True)
+    scripted.before(GRAPH, ())  # the outer copy
+    scripted.op(GRAPH, (0x1,), (0x2,))  # the gradients' copy, after the data's node 0x1
+    scripted.after(GRAPH, (0x2,))
+    with gc.trace_launches() as trace:
+        wp.copy(a, b)
+    scripted.node(GRAPH, 0x1, "MEMCPY", memcpy_struct(a.ptr, b.ptr, 4 * N))
+    scripted.node(GRAPH, 0x2, "MEMCPY", memcpy_struct(a.grad.ptr, b.grad.ptr, 4 * N), deps=(0x1,))
+    assert matched(scripted, trace) == {0: [(0x1, "recorded")], 1: [(0x2, "recorded")]}
+
+
+def test_a_clone_allocates_in_the_graph_and_copies(scripted):
+    b = floats(1.0)
+    scripted.op(GRAPH, (0x1,), (0x2,))  # the allocation (node 0x1) is no operation
+    with gc.trace_launches() as trace:
+        c = wp.clone(b)
+    scripted.node(GRAPH, 0x1, "MEM_ALLOC", _alloc(c.ptr, 4 * N))
+    scripted.node(GRAPH, 0x2, "MEMCPY", memcpy_struct(c.ptr, b.ptr, 4 * N), deps=(0x1,))
+    nodes = matched(scripted, trace)
+    assert nodes == {0: [(0x2, "recorded")]}
+
+
+def _alloc(ptr: int, nbytes: int):
+    from tests.recorded_driver import driver
+
+    params = driver.CUDA_MEM_ALLOC_NODE_PARAMS()
+    params.dptr, params.bytesize = driver.CUdeviceptr(ptr), nbytes
+    return params
+
+
+def test_zero_learns_its_span_and_matches_its_memset_node(scripted):
+    a = floats(3.0)
+    scripted.op(GRAPH, (), (0x1,))
+    with gc.trace_launches() as trace:
+        a.zero_()
+    scripted.node(GRAPH, 0x1, "MEMSET", memset_struct(a.ptr, 4 * N))
+    assert matched(scripted, trace) == {0: [(0x1, "recorded")]}
+
+
+def test_a_fill_owns_the_kernel_warp_launches_for_it(scripted):
+    keep = Keep()
+    a = floats()
+    u8 = wp.zeros(N, dtype=wp.uint8, device=DEVICE)
+    scripted.op(GRAPH, (), (0x1,))
+    scripted.op(GRAPH, (0x1,), (0x2,))
+    with gc.trace_launches() as trace:
+        a.fill_(3.0)  # on CUDA: memtile_value_kernel
+        u8.fill_(7)  # on CUDA: a memset of one-byte elements
+    tile = kernel_struct([b"\x00" * 8] * 4, keep, func=0x5151)
+    scripted.kernel(GRAPH, 0x1, tile, [(0, 8)] * 4, name=b"memtile_value_kernel")
+    scripted.node(GRAPH, 0x2, "MEMSET", memset_struct(u8.ptr, N, value=7), deps=(0x1,))
+    assert matched(scripted, trace) == {0: [(0x1, "warp-native")], 1: [(0x2, "recorded")]}
+
+
+def test_a_native_helper_owns_the_nodes_it_enqueues(scripted):
+    keep = Keep()
+    values = wp.array(range(N), dtype=int, device=DEVICE)
+    out = wp.zeros(N, dtype=int, device=DEVICE)
+    keys = wp.array(list(range(N, 0, -1)) * 2, dtype=int, device=DEVICE)
+    items = wp.zeros(2 * N, dtype=int, device=DEVICE)
+    scripted.op(GRAPH, (), (0x2,))
+    scripted.op(GRAPH, (0x2,), (0x4,))
+    with gc.trace_launches() as trace:
+        wp.utils.array_scan(values, out)
+        wp.utils.radix_sort_pairs(keys, items, N)
+    for handle, deps in ((0x1, ()), (0x2, (0x1,)), (0x3, (0x2,)), (0x4, (0x3,))):
+        struct = kernel_struct([b"\x00" * 8], keep, func=0x6000 + handle)
+        scripted.kernel(GRAPH, handle, struct, [(0, 8)], name=b"cub_kernel", deps=deps)
+    assert matched(scripted, trace) == {
+        0: [(0x1, "warp-native"), (0x2, "warp-native")], 1: [(0x3, "warp-native"), (0x4, "warp-native")]
+    }  # fmt: skip
+
+
+# -- conditionals, pauses -----------------------------------------------------------------------------
+
+
+def test_a_conditional_and_its_body_learn_their_spans(scripted):
+    """Warp captures the body of wp.capture_if into a body graph it resumes the capture
+    into; the conditional's span covers the kernel that sets its handle and its node."""
+    keep = Keep()
+    a, b = floats(), floats(1.0)
+    condition = wp.array([1], dtype=int, device=DEVICE)
+    scripted.before(GRAPH, ())  # wp.capture_if
+    scripted.op(BODY, (), (0xB1,))  # the body's memset
+    scripted.op(BODY, (0xB1,), (0xB2,))  # the body's launch
+    scripted.after(GRAPH, (0x2,))
+    cmds = []
+
+    def body():
+        resumed(BODY)
+        a.zero_()
+        cmds.append(cuda_launch(K.scale, N, [a, b, 2.5, 3]))
+        resumed(GRAPH)  # back to the parent graph: not a body
+
+    with gc.trace_launches() as trace:
+        wp.capture_if(condition, on_true=body)
+    setter = kernel_struct([b"\x00" * 8] * 2, keep, func=0xD00D)
+    scripted.kernel(GRAPH, 0x1, setter, [(0, 8)] * 2, name=b"set_conditional_if_handle_kernel")
+    scripted.node(GRAPH, 0x2, "CONDITIONAL", deps=(0x1,))
+    scripted.graphs[BODY] = []
+    scripted.node(BODY, 0xB1, "MEMSET", memset_struct(a.ptr, 4 * N))
+    params = packed_bytes(cmds[0])
+    scripted.kernel(BODY, 0xB2, kernel_struct(params, keep, func=FUNC), layout(params), deps=(0xB1,))
+    assert matched(scripted, trace) == {
+        0: [(0x1, "warp-conditional"), (0x2, "recorded")], 1: [(0xB1, "recorded")], 2: [(0xB2, "recorded")]
+    }  # fmt: skip
+    conditional, zero, launch = trace
+    assert conditional.capture.bodies == (BODY,)
+    assert zero.nested == launch.nested == (conditional.seq, "on_true", 0)
+
+
+def test_work_while_the_capture_is_paused_has_no_span(scripted):
+    """Between wp.capture_pause() and wp.capture_resume() the stream does not capture:
+    the operation runs once, eagerly, and learns no place in the graph."""
+    a = floats()
+    scripted.op(GRAPH, (), (0x1,))
+    scripted.uncaptured()  # paused
+    scripted.op(GRAPH, (0x1,), (0x2,))
+    with gc.trace_launches() as trace:
+        a.zero_()
+        a.zero_()
+        a.zero_()
+    scripted.done()
+    assert [r.capture for r in trace] == [(GRAPH, (), (0x1,), ()), None, (GRAPH, (0x1,), (0x2,), ())]
+
+
+# -- one step of every kind --------------------------------------------------------------------------
+
+
+def test_a_step_of_every_kind_matches_one_node_per_record(scripted):
+    """The kinds above in one capture, each starting where the one before it left the stream."""
+    keep = Keep()
+    a, b = floats(requires_grad=True), floats(1.0, requires_grad=True)
+    values, out = wp.array(range(N), dtype=int, device=DEVICE), wp.zeros(N, dtype=int, device=DEVICE)
+    condition = wp.array([1], dtype=int, device=DEVICE)
+    scripted.op(GRAPH, (), (0x1,))  # launch
+    scripted.op(GRAPH, (0x1,), (0x2,))  # replay
+    scripted.before(GRAPH, (0x2,))  # copy with gradients
+    scripted.op(GRAPH, (0x3,), (0x4,))
+    scripted.after(GRAPH, (0x4,))
+    scripted.op(GRAPH, (0x4,), (0x5,))  # zero_
+    scripted.op(GRAPH, (0x5,), (0x6,))  # fill_
+    scripted.op(GRAPH, (0x6,), (0x7,))  # array_scan
+    scripted.before(GRAPH, (0x7,))  # capture_if
+    scripted.op(BODY, (), (0xB1,))
+    scripted.after(GRAPH, (0x9,))
+    scripted.op(GRAPH, (0x9,), (0xA,))  # adjoint launch
+    ga, gb = floats(), floats()
+    with gc.trace_launches() as trace:
+        launch = cuda_launch(K.scale, N, [a, b, 2.5, 3])
+        replay = cuda_launch(K.scale, N, [a, b, 2.5, 3], replay=True)
+        wp.copy(a, b)
+        a.zero_()
+        b.fill_(2.0)
+        wp.utils.array_scan(values, out)
+        wp.capture_if(condition, on_true=lambda: (resumed(BODY), a.zero_()))
+        adjoint = cuda_launch(K.scale, N, [a, b, 2.5, 3], adjoint=True, adj_inputs=[ga, gb, 0.0, 0])
+    chain = iter([(), (0x1,), (0x2,), (0x3,), (0x4,), (0x5,), (0x6,), (0x7,), (0x8,)])
+    for handle, cmd in ((0x1, launch), (0x2, replay)):
+        params = packed_bytes(cmd)
+        scripted.kernel(GRAPH, handle, kernel_struct(params, keep, func=FUNC), layout(params), deps=next(chain))
+    scripted.node(GRAPH, 0x3, "MEMCPY", memcpy_struct(a.ptr, b.ptr, 4 * N), deps=next(chain))
+    scripted.node(GRAPH, 0x4, "MEMCPY", memcpy_struct(a.grad.ptr, b.grad.ptr, 4 * N), deps=next(chain))
+    scripted.node(GRAPH, 0x5, "MEMSET", memset_struct(a.ptr, 4 * N), deps=next(chain))
+    filler = kernel_struct([b"\x00" * 8], keep, func=0x5151)
+    scripted.kernel(GRAPH, 0x6, filler, [(0, 8)], name=b"memtile_value_kernel", deps=next(chain))
+    scan = kernel_struct([b"\x00" * 8], keep, func=0x6001)
+    scripted.kernel(GRAPH, 0x7, scan, [(0, 8)], name=b"scan_kernel", deps=next(chain))
+    setter = kernel_struct([b"\x00" * 8] * 2, keep, func=0xD00D)
+    scripted.kernel(GRAPH, 0x8, setter, [(0, 8)] * 2, name=b"set_conditional_if_handle_kernel", deps=next(chain))
+    scripted.node(GRAPH, 0x9, "CONDITIONAL", deps=next(chain))
+    scripted.graphs[BODY] = []
+    scripted.node(BODY, 0xB1, "MEMSET", memset_struct(a.ptr, 4 * N))
+    params = packed_bytes(adjoint)
+    scripted.kernel(GRAPH, 0xA, kernel_struct(params, keep, func=ADJOINT_FUNC), layout(params), deps=(0x9,))
+    owned = matched(scripted, trace)
+    assert [r.kernel for r in trace] == [
+        "tests.kernels.scale", "tests.kernels.scale", "wp.copy", "wp.copy", "array.zero_", "array.fill_",
+        "array_scan_int_host", "wp.capture_if", "array.zero_", "tests.kernels.scale",
+    ]  # fmt: skip
+    assert owned == {
+        0: [(0x1, "recorded")], 1: [(0x2, "recorded")], 2: [(0x3, "recorded")], 3: [(0x4, "recorded")],
+        4: [(0x5, "recorded")], 5: [(0x6, "warp-native")], 6: [(0x7, "warp-native")],
+        7: [(0x8, "warp-conditional"), (0x9, "recorded")], 8: [(0xB1, "recorded")], 9: [(0xA, "recorded")],
+    }  # fmt: skip
