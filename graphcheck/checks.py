@@ -174,6 +174,10 @@ def _sequence_finding(run: list[Difference]) -> Finding:
     first = run[0]
     if first.what == "kernel":
         assert first.record_a is not None and first.record_b is not None
+        if first.record_a.kind == "launch" and _warp.same_kernel_key(
+            first.record_a.kernel_object, first.record_b.kernel_object
+        ):
+            return _recompiled(first)
         return make_finding(
             "launch-sequence-drift",
             f"{first.record_b.kernel} where the reference call issued {first.record_a.kernel}",
@@ -205,6 +209,35 @@ def _sequence_finding(run: list[Difference]) -> Finding:
         captured=count if first.what == "extra" else 0,
         values=f"{', '.join(names[:4])}{' ...' if len(names) > 4 else ''}",
         detail={"what": first.what, "operations": count},
+    )
+
+
+def _recompiled(diff: Difference) -> Finding:
+    """The same kernel by name, compiled to other code in the two calls: a kernel declared
+    inside the call whose code changed (a closure constant it captures), a real drift."""
+    ra, rb = diff.record_a, diff.record_b
+    assert ra is not None and rb is not None
+    code_a = _warp.kernel_code(ra.kernel_object) or "?"
+    code_b = _warp.kernel_code(rb.kernel_object) or "?"
+    name_a, name = ra.kernel, rb.kernel
+    return make_finding(
+        "launch-sequence-drift",
+        f"{name} (code {code_b}) where the reference call issued {name_a} (code {code_a})",
+        kernel=name,
+        index=diff.index_b,
+        site=rb.site,
+        reference=f"{name_a} code {code_a}",
+        captured=f"{name} code {code_b}",
+        values=(
+            f"the same kernel compiled to other code: {name_a} code {code_a} in the reference call "
+            f"({ra.site.short}), {name} code {code_b} captured; a kernel declared inside the call whose code changed "
+            "between calls (a closure constant it captures changed): every replay runs the captured code"
+        ),
+        detail={"reference code": code_a, "captured code": code_b},
+        fix=(
+            "declare the kernel once, outside the captured call, and pass the value that changes as a kernel "
+            "argument read from a device array"
+        ),
     )
 
 

@@ -289,7 +289,7 @@ def _same(ra: LaunchRecord, rb: LaunchRecord, streams: bool) -> bool:
     """Whether two operations would bake the same graph node (a cheap test)."""
     if ra.kind == "launch" and rb.kind == "launch":
         return (
-            ra.kernel_object is rb.kernel_object
+            ra.same_code(rb)
             and ra.adjoint == rb.adjoint
             and ra.block_dim == rb.block_dim
             and ra.tile_block_dim == rb.tile_block_dim

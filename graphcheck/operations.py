@@ -284,18 +284,29 @@ class LaunchRecord:
         key = self._key
         if key is None:
             if self.kind == "launch":
-                kernel = self.kernel_object if self.kernel_object is not None else self.kernel
-                key = (kernel, self.adjoint, self.block_dim, self.tile_block_dim, self.max_blocks, self.param_bytes)
+                key = (self.code, self.adjoint, self.block_dim, self.tile_block_dim, self.max_blocks, self.param_bytes)
             else:
                 key = (self.kind, self.kernel, self.dim, tuple(self.args.items()))
             self._key = key
         return (*key, self.stream) if streams else key
 
     def identity(self) -> tuple[str, Any, bool]:
-        """What must match for two operations to be "the same operation": kind, kernel
-        and direction."""
+        """What must match for two operations to be "the same operation": kind, compiled
+        code (see :attr:`code`) and direction."""
+        return (self.kind, self.code, self.adjoint)
+
+    @property
+    def code(self) -> Any:
+        """What identifies the code the operation runs: for a launch, its kernel's compiled
+        code (module, key and content hash), so a kernel declared inside the call, a new
+        ``wp.Kernel`` each call, is the same code each call; else its name."""
         kernel = self.kernel_object
-        return (self.kind, kernel if kernel is not None else self.kernel, self.adjoint)
+        return _warp.compiled_kernel(kernel) if kernel is not None else self.kernel
+
+    def same_code(self, other: LaunchRecord) -> bool:
+        """Whether two operations run the same code (the same kernel object, the cheap case)."""
+        ka, kb = self.kernel_object, other.kernel_object
+        return ka is kb or (ka is not None and kb is not None and self.code == other.code)
 
     # -- where ----------------------------------------------------------------------------
 

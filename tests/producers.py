@@ -175,6 +175,32 @@ class ConditionalBodyCounter(Producer):
         wp.capture_if(self.flag, on_true=lambda: self.launch(K.counter_step, [self.x, self.frame]))
 
 
+def _offset_kernel(offset: float):
+    """A kernel declared on each call, adding ``offset`` (a closure constant: part of its code)."""
+
+    @wp.kernel
+    def add_offset(a: wp.array[float]):
+        i = wp.tid()
+        a[i] = a[i] + offset
+
+    return add_offset
+
+
+class KernelClosureConstant(Producer):
+    """A kernel declared inside the step whose closure constant follows a host counter:
+    each call compiles other code, and the graph replays the captured code."""
+
+    expected = "launch-sequence-drift"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.frame = 0
+
+    def step(self):
+        self.frame += 1
+        self.launch(_offset_kernel(float(self.frame % 2)), [self.x])
+
+
 # -- buffer-drift ------------------------------------------------------------------------
 
 
@@ -586,6 +612,13 @@ class DeviceCounter(Producer):
         self.launch(K.device_counter, [self.counter, self.x])
 
 
+class KernelDeclaredInStep(Producer):
+    """A kernel declared inside the step: a new wp.Kernel each call, the same compiled code."""
+
+    def step(self):
+        self.launch(_offset_kernel(1.0), [self.x])
+
+
 class ConstantNaN(Producer):
     """A constant NaN scalar (NaN compares equal to itself here)."""
 
@@ -755,6 +788,7 @@ UNSAFE = [
     ReplayedCommandParam,
     HashGridRadius,
     ConditionalBodyCounter,
+    KernelClosureConstant,
     OddPingPong,
     WhileBodySwap,
     HashGridPointSwap,
@@ -780,6 +814,7 @@ SAFE = [
     ZerosPerCall,
     ClonePerCall,
     DeviceCounter,
+    KernelDeclaredInStep,
     ConstantNaN,
     EvenPingPong,
     SubarrayViews,

@@ -10,6 +10,8 @@ exactly: an argument decoded as opaque bytes would give ``scalar-drift`` with he
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 import warp as wp
@@ -262,3 +264,96 @@ def test_a_struct_array_field_is_owned_foreign_or_stale(field):
     assert {(f.kind, f.arg) for f in checked.check_replay(on_failure="ignore").findings} == {
         ("stale-pointer", f"s.{field}")
     }
+
+
+# -- kernels declared in the call ----------------------------------------------------------
+# A kernel declared inside the step is a new wp.Kernel each call: the same compiled code
+# when nothing it captures changes (safe), other code when a closure value does (drift).
+
+
+@wp.func
+def _plus_one(v: float):
+    return v + 1.0
+
+
+@wp.func
+def _plus_two(v: float):
+    return v + 2.0
+
+
+def _declared(how, value):
+    """A kernel declared now, ``how`` (a plain decorator, a unique module, a generic kernel, a
+    captured wp.func), whose code depends on ``value`` (0 or 1)."""
+    offset = float(value)
+    if how == "decorator":
+
+        @wp.kernel
+        def add_offset(a: wp.array(dtype=float)):
+            a[wp.tid()] = a[wp.tid()] + offset
+
+        return add_offset
+    if how == "unique":
+
+        @wp.kernel(module="unique")
+        def add_offset_unique(a: wp.array(dtype=float)):
+            a[wp.tid()] = a[wp.tid()] + offset
+
+        return add_offset_unique
+    if how == "generic":
+
+        @wp.kernel
+        def add_offset_generic(a: wp.array(dtype=Any)):
+            a[wp.tid()] = a[wp.tid()] + a.dtype(offset)
+
+        return add_offset_generic
+    step = _plus_two if value else _plus_one
+
+    @wp.kernel
+    def apply_func(a: wp.array(dtype=float)):
+        a[wp.tid()] = step(a[wp.tid()])
+
+    return apply_func
+
+
+class DeclaredKernel:
+    """Launches a kernel declared in the step; ``changes``: its closure value alternates."""
+
+    how = "decorator"
+    changes = False
+
+    def __init__(self, device=DEVICE):
+        self.device = device
+        self.x = wp.zeros(8, dtype=float, device=device)
+        self.calls = 0
+
+    def step(self):
+        self.calls += 1
+        kernel = _declared(self.how, self.calls % 2 if self.changes else 0)
+        wp.launch(kernel, dim=8, inputs=[self.x], device=self.device)
+
+
+DECLARED = ["decorator", "unique", "generic", "func"]
+
+
+def _declared_producer(how, changes):
+    return type(f"Declared_{how}_{'changes' if changes else 'same'}", (DeclaredKernel,), {"how": how, "changes": changes})
+
+
+@pytest.mark.parametrize("how", DECLARED)
+def test_a_kernel_declared_in_the_call_is_the_same_code_each_call(how):
+    producer = _declared_producer(how, False)()
+    checked = gc.capture(producer.step, device=DEVICE, owners=(producer,))
+    assert checked.report.ok, str(checked.report)
+    report = gc.verify_replay(_declared_producer(how, False), steps=3, device=DEVICE, on_failure="ignore")
+    assert report.ok and "values" in report.checks, str(report)
+
+
+@pytest.mark.parametrize("how", DECLARED)
+def test_a_kernel_whose_closure_value_changes_is_other_code(how):
+    producer = _declared_producer(how, True)()
+    checked = gc.capture(producer.step, device=DEVICE, owners=(producer,), on_failure="ignore")
+    (finding,) = checked.report.findings
+    assert finding.kind == "launch-sequence-drift", str(checked.report)
+    assert "the same kernel compiled to other code" in finding.message and "closure constant" in finding.message
+    report = gc.verify_replay(_declared_producer(how, True), steps=3, device=DEVICE, on_failure="ignore")
+    assert "replay-divergence" in report.kinds(), str(report)

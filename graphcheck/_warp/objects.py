@@ -375,6 +375,34 @@ def kernel_name(kernel: Any) -> str:
     return f"{module}.{key}" if module else str(key)
 
 
+def compiled_kernel(kernel: Any) -> Any:
+    """What identifies the compiled code a launch of ``kernel`` runs: ``(module name, key,
+    content hash)``, or the kernel itself before its module was hashed.
+
+    Warp looks a launched kernel's entry point up by its mangled name (key and content
+    hash, ``Kernel.get_mangled_name``) in its module's executable; the content hash covers
+    the kernel's code, options and the values it captures (closure constants). A kernel
+    declared inside a step is a new ``wp.Kernel`` each call with the same compiled code.
+    """
+    content = getattr(kernel, "hash", None)
+    if not isinstance(content, bytes):
+        return kernel
+    return (getattr(getattr(kernel, "module", None), "name", None), getattr(kernel, "key", None), content)
+
+
+def same_kernel_key(a: Any, b: Any) -> bool:
+    """Whether two kernels are declared by the same code (the same key: the function's
+    qualified name), whatever module or compiled code each has."""
+    key = getattr(a, "key", None)
+    return key is not None and key == getattr(b, "key", None)
+
+
+def kernel_code(kernel: Any) -> str | None:
+    """The first hex digits of a kernel's content hash (as in its mangled name), or None."""
+    content = getattr(kernel, "hash", None)
+    return content.hex()[:8] if isinstance(content, bytes) else None
+
+
 def replay_config(cmd: Any) -> tuple[Any, str, int, int, bool]:
     """``(kernel, device, block_dim, max_blocks, adjoint)`` of a ``wp.Launch`` command."""
     return cmd.kernel, str(cmd.device), int(cmd.block_dim), int(cmd.max_blocks), bool(cmd.adjoint)
