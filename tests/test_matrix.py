@@ -336,7 +336,8 @@ DECLARED = ["decorator", "unique", "generic", "func"]
 
 
 def _declared_producer(how, changes):
-    return type(f"Declared_{how}_{'changes' if changes else 'same'}", (DeclaredKernel,), {"how": how, "changes": changes})
+    name = f"Declared_{how}_{'changes' if changes else 'same'}"
+    return type(name, (DeclaredKernel,), {"how": how, "changes": changes})
 
 
 @pytest.mark.parametrize("how", DECLARED)
