@@ -97,7 +97,8 @@ class AutoGuard:
             (``replay_check`` is ``"always"``), and each capture's ``stream``,
             ``force_module_load`` and ``capture_mode`` are its own.
         reference_call: run a capture block made of plain calls once eagerly first, as
-            the reference call that the capture is compared with (one extra step).
+            the reference call that the capture is compared with (one extra step); a
+            ``warmup`` option (eager calls of the block before the reference call) implies it.
         keep_graphs: keep every capture's :class:`~graphcheck.CheckedGraph` in
             :attr:`graphs` (for pictures; it keeps the graphs alive).
         keywords: capture options as keywords, in place of (or over) ``options``.
@@ -179,7 +180,11 @@ class AutoGuard:
                                             force_module_load=self.force_module_load,
                                             capture_mode=getattr(self, "capture_mode", None))  # fmt: skip
                 site = site_of(frame.f_code, frame.f_lasti).short
-                reference, why_not = block_reference(frame) if autoguard.reference_call else (None, "")
+                warmup = options.warmup or 0
+                wanted = autoguard.reference_call or warmup > 0
+                reference, why_not = block_reference(frame) if wanted else (None, "")
+                if reference is None and warmup:
+                    options = CaptureOptions.of(options, warmup=None)  # no block to warm up: said in the note
                 self._graphcheck = GraphGuard(
                     self.device, reference, _owners_from_frame(frame), options, name=f"capture at {site}"
                 )
@@ -191,6 +196,9 @@ class AutoGuard:
                 self._graphcheck_note = (
                     f"reference call: {why_not}"
                     if why_not
+                    else f"the block ran {warmup + 1} times eagerly before the capture, {warmup} as warm-up and then "
+                    f"as the reference call ({warmup + 1} extra steps)"
+                    if reference is not None and warmup
                     else "the block ran once eagerly before the capture as the reference call (one extra step)"
                     if reference is not None
                     else ""

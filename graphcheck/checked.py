@@ -49,6 +49,8 @@ class CheckedGraph:
             graph was not read).
         fallback: what :meth:`launch` runs in place of a graph that fails its checks
             (:class:`~graphcheck.fallback.Fallback`: ``.mode``, and ``.report`` once it falls back).
+        eager_calls: how many times the capture called the step eagerly: ``warmup`` calls,
+            the reference call, and the one more call after a drift (see ``warmup``).
     """
 
     def __init__(
@@ -79,6 +81,7 @@ class CheckedGraph:
         self._enabled = enabled
         self._replay_checked = False
         self._probe: OwnersProbe | None = None  # after a clean full replay check
+        self.eager_calls = 0
 
     @property
     def ok(self) -> bool:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _warp
 from .compare import Difference, compare_traces, reused, value_texts
-from .findings import Allow, Finding, Report, make_finding
+from .findings import KINDS, Allow, Finding, Report, make_finding
 from .params import Address, ArrayRef, Opaque, ParamKind, ParamSpec
 from .site import CodeKind, Site
 
@@ -73,13 +73,18 @@ def drift(
     *,
     strict: bool = False,
     notes: list[str] | None = None,
+    first_call: str | None = None,
 ) -> list[Finding]:
     """Findings for every way the captured call differs from the reference call.
 
     Temporaries the two calls made are matched by allocation order, not by address; an
     argument that points into a buffer :func:`allocations` reports is left to it.
+
+    ``first_call`` (when given) is said in the fix of the operations only one call issued
+    when they look like work only a first call does (see :func:`first_call_shaped`).
     """
     diffs = compare_traces(reference, captured, buffers, streams=True, notes=notes)
+    first_call = first_call if first_call_shaped(diffs) else None
     # Findings in report order; a group's key holds its place while the group fills up.
     findings: list[Finding | tuple[Any, ...]] = []
     groups: dict[tuple[Any, ...], list[Difference]] = {}
@@ -87,7 +92,7 @@ def drift(
 
     def flush_run() -> None:
         if run:
-            findings.append(_sequence_finding(run))
+            findings.append(_sequence_finding(run, first_call))
             run.clear()
 
     for diff in diffs:
@@ -113,6 +118,28 @@ def drift(
         groups[key].append(diff)
     flush_run()
     return [f if isinstance(f, Finding) else _drift_finding(groups[f]) for f in findings]
+
+
+def first_call_shaped(diffs: list[Difference]) -> bool:
+    """Whether the operations the two calls issued differ as work only a first call does:
+    the reference call issued operations the capture did not (lazy set-up), or the capture
+    issued operations the reference call never reached (gradients zeroed from the second
+    call on), one or the other, and no operation replaced by another."""
+    kinds = {d.what for d in diffs if d.what in ("missing", "extra", "kernel")}
+    return kinds in ({"missing"}, {"extra"})
+
+
+def first_call_fix(warmup: int) -> str:
+    """What the fix of a first-call-shaped sequence drift says, after ``warmup`` warm-up calls."""
+    if warmup == 0:
+        return (
+            "this looks like first-call work (set-up only the first call does): warmup=1 (an eager call before the "
+            "reference call) settles it if so"
+        )
+    return (
+        f"this looks like work only the first calls do (set-up): warmup={warmup + 1} ({warmup + 1} eager calls "
+        "before the reference call) settles it if so"
+    )
 
 
 def _in_reported_allocation(diff: Difference, captured: LaunchTrace, owned: BufferSet | None, strict: bool) -> bool:
@@ -170,7 +197,7 @@ def _per_argument(group: list[Difference]) -> dict[str, Any]:
                                 "captured buffer": d.where_b} for arg, d in arrays.items()}}  # fmt: skip
 
 
-def _sequence_finding(run: list[Difference]) -> Finding:
+def _sequence_finding(run: list[Difference], first_call: str | None = None) -> Finding:
     first = run[0]
     if first.what == "kernel":
         assert first.record_a is not None and first.record_b is not None
@@ -208,7 +235,8 @@ def _sequence_finding(run: list[Difference]) -> Finding:
         reference=count if first.what == "missing" else 0,
         captured=count if first.what == "extra" else 0,
         values=f"{', '.join(names[:4])}{' ...' if len(names) > 4 else ''}",
-        detail={"what": first.what, "operations": count},
+        detail={"what": first.what, "operations": count, **({"first call": True} if first_call else {})},
+        fix=f"{first_call}; else {KINDS['launch-sequence-drift'].fix}" if first_call else None,
     )
 
 
@@ -592,12 +620,13 @@ VALIDATED_BEFORE = "validated before in this process (revalidate=True runs it ag
 
 def comparison(
     reference: LaunchTrace | None, captured: LaunchTrace, owned: BufferSet | None, *, strict: bool,
-    validated_before: bool,
+    validated_before: bool, first_call: str | None = None,
 ) -> Outcome:  # fmt: skip
-    """The eager reference call against the captured call (:func:`drift`)."""
+    """The eager reference call against the captured call (:func:`drift`; ``first_call``:
+    what to say of operations only one call issued that look like first-call work)."""
     if reference is not None:
         uncompared: list[str] = []  # conditional bodies the reference call did not run
-        found = drift(reference, captured, owned, strict=strict, notes=uncompared)
+        found = drift(reference, captured, owned, strict=strict, notes=uncompared, first_call=first_call)
         return Outcome(found, ["compare"], [("compare", why) for why in uncompared])
     if validated_before:
         return Outcome(skipped=[("compare", VALIDATED_BEFORE), ("ownership", VALIDATED_BEFORE)])

@@ -156,6 +156,15 @@ def _parser() -> argparse.ArgumentParser:
     def device(p: argparse.ArgumentParser) -> None:
         p.add_argument("--device", default=None, help="capture device (default: Warp's default device)")
 
+    def warmup(p: argparse.ArgumentParser, what: str) -> None:
+        p.add_argument(
+            "--warmup",
+            type=_count,
+            default=None,
+            metavar="N",
+            help=f"call {what} N times eagerly before the reference call, for set-up only the first calls do",
+        )
+
     demo = commands.add_parser(
         "demo", help="validate a bundled producer with planted bugs, then the fixed one", epilog=_EPILOG
     )
@@ -172,6 +181,7 @@ def _parser() -> argparse.ArgumentParser:
         help="run each capture block made of plain calls once eagerly first, as the reference call to "
         "compare with (the program advances one extra step per capture)",
     )
+    warmup(run, "each capture block (implies --reference-call)")
     run.add_argument("script", help="the program to run")
     run.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
 
@@ -181,6 +191,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("target", metavar="MODULE:FACTORY", help="e.g. mysim.envs:make_env")
     check.add_argument("--method", default="step", help="the method to capture (default: step)")
     check.add_argument("--replays", type=int, default=1, help="replays after validation (default 1)")
+    warmup(check, "the method")
     by_values = check.add_mutually_exclusive_group()
     by_values.add_argument(
         "--values",
@@ -194,6 +205,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--steps", type=int, default=4, help="steps (calls) for --values and --conformance (default 4)")
     return parser
+
+
+def _count(text: str) -> int:
+    """A count >= 0 (an argparse type)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of calls >= 0, got {text!r}")
+    return value
 
 
 def _version() -> str:
@@ -431,6 +453,9 @@ def _check(args: argparse.Namespace, settings: Any) -> int:
         hint = f" (did you mean {near[0]!r}?)" if near else ""
         raise UsageError(prog, f"{module_name} has no callable {factory_name!r}{hint}")
     if args.values or args.conformance:
+        if args.warmup is not None:
+            flag = "--values" if args.values else "--conformance"
+            raise UsageError(prog, f"--warmup applies to the capture check; it does not apply to {flag}")
         return _check_by_values(factory, args, settings, device)
     progress = _Progress()
     progress(f"building {args.target}")
@@ -444,7 +469,7 @@ def _check(args: argparse.Namespace, settings: Any) -> int:
     else:
         raise UsageError(prog, f"{args.target}() returned a {type(producer).__name__} with no {args.method}() method")
     progress("reference call, capture and checks")
-    options = settings.capture_options(on_failure="ignore")
+    options = settings.capture_options(on_failure="ignore", warmup=args.warmup)
     checked = _users_code(
         prog, f"{args.target}().{args.method}()", lambda: gc.capture(fn, device=device, owners=owners, options=options)
     )
@@ -529,7 +554,14 @@ def _run(args: argparse.Namespace, settings: Any) -> int:
     script_args = list(args.args)
     if script_args[:1] == ["--"]:
         script_args = script_args[1:]
-    if args.reference_call:
+    if args.warmup:
+        print(
+            f"graphcheck: --warmup {args.warmup}: each capture block runs {args.warmup + 1} times eagerly before it "
+            f"is captured ({args.warmup} warm-up calls and the reference call), so the program advances "
+            f"{args.warmup + 1} extra steps per capture",
+            file=sys.stderr,
+        )
+    elif args.reference_call:
         print(
             "graphcheck: --reference-call: each capture block runs once eagerly before it is captured, so the "
             "program advances one extra step per capture",
@@ -539,7 +571,11 @@ def _run(args: argparse.Namespace, settings: Any) -> int:
     sys.argv = [script, *script_args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     program_exit = 0
-    guard = AutoGuard(settings.capture_options(), reference_call=args.reference_call, keep_graphs=bool(args.dot))
+    guard = AutoGuard(
+        settings.capture_options(warmup=args.warmup),
+        reference_call=args.reference_call or bool(args.warmup),
+        keep_graphs=bool(args.dot),
+    )
     try:
         with guard:
             runpy.run_path(script, run_name="__main__")

@@ -22,7 +22,7 @@ from typing import Any
 from ._choices import FALLBACKS, REPLAY_CHECKS
 from .findings import Allow, allowances, check_on_failure
 
-__all__ = ["FALLBACKS", "REPLAY_CHECKS", "CaptureOptions", "check_fallback"]
+__all__ = ["FALLBACKS", "REPLAY_CHECKS", "CaptureOptions", "check_fallback", "check_warmup"]
 
 
 def check_fallback(fallback: str | None) -> str | None:
@@ -33,6 +33,16 @@ def check_fallback(fallback: str | None) -> str | None:
             f"or 'recapture' (capture it again), got {fallback!r}"
         )
     return fallback
+
+
+def check_warmup(warmup: Any) -> int | None:
+    """``warmup`` itself, or a ValueError saying what to pass."""
+    if warmup is not None and (not isinstance(warmup, int) or isinstance(warmup, bool) or warmup < 0):
+        raise ValueError(
+            f"warmup must be None (the default: one more eager call after the capture when it differs from the "
+            f"reference call) or a number of eager calls >= 0 before the reference call, got {warmup!r}"
+        )
+    return warmup
 
 
 @dataclass(frozen=True)
@@ -62,6 +72,11 @@ class CaptureOptions:
         stream: passed to ``wp.ScopedCapture``.
         force_module_load: passed to ``wp.ScopedCapture``.
         capture_mode: passed to ``wp.ScopedCapture`` (None: Warp's default).
+        warmup: eager calls of the reference before the reference call, for work only
+            the first calls do (lazy set-up). None (the default): none, and when the
+            capture issued other operations than the reference call, one more eager call
+            after the capture is compared with it instead (one extra step; see the first
+            call page of the docs); 0: none and no such retry.
     """
 
     on_failure: str = "raise"
@@ -74,6 +89,7 @@ class CaptureOptions:
     stream: Any = None
     force_module_load: bool | None = None
     capture_mode: Any = None
+    warmup: int | None = None
 
     def __post_init__(self) -> None:
         check_on_failure(self.on_failure)
@@ -83,6 +99,7 @@ class CaptureOptions:
                 f"replay_check must be one of {', '.join(map(repr, REPLAY_CHECKS))}, got {self.replay_check!r}"
             )
         check_fallback(self.fallback)
+        check_warmup(self.warmup)
         for name in ("revalidate", "allow_foreign_nodes", "strict_ownership"):
             value = getattr(self, name)
             if not isinstance(value, bool):

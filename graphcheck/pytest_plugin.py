@@ -43,8 +43,9 @@ when any of them has a finding::
 ``allow`` takes finding kinds or :class:`graphcheck.Allow` objects; ``device`` runs the
 test body under ``wp.ScopedDevice(device)`` and is the fixture's default device in that
 test; ``reference_call=True`` runs each capture block made of plain calls once eagerly
-first, as the reference call to compare with. The closest marker wins (a function's
-over its class's).
+first, as the reference call to compare with; ``warmup=N`` runs each such block N times
+eagerly before that reference call, for set-up only the first calls do (it implies
+``reference_call=True``). The closest marker wins (a function's over its class's).
 
 ``[tool.graphcheck]`` in the pyproject.toml of pytest's root directory sets ``allow``,
 ``replay_check``, ``on_failure``, ``strict_ownership`` and ``device`` for the fixture and
@@ -88,10 +89,10 @@ if TYPE_CHECKING:
 __all__ = ["GraphcheckFixture", "Validation"]
 
 MARKER_HELP = (
-    "graphcheck(allow=(), device=None, reference_call=False, strict_ownership=False): every wp.ScopedCapture in "
-    "the test must be replay-safe"
+    "graphcheck(allow=(), device=None, reference_call=False, strict_ownership=False, warmup=None): every "
+    "wp.ScopedCapture in the test must be replay-safe"
 )
-MARKER_KEYWORDS = ("allow", "device", "reference_call", "strict_ownership")
+MARKER_KEYWORDS = ("allow", "device", "reference_call", "strict_ownership", "warmup")
 
 #: Where a validation came from, as the JSON report and the test report's section name it.
 SOURCE_VALIDATE = "validate"  # graphcheck.validate(fn)
@@ -462,14 +463,19 @@ def _marker_settings(marker: pytest.Mark) -> tuple[tuple[Allow, ...], Any]:
             f"got {given}; e.g. @pytest.mark.graphcheck(allow=['scalar-drift'])",
             pytrace=False,
         )
+    from .options import check_warmup
+
+    keyword = "allow"
     try:
         allow = allowances(marker.kwargs.get("allow"))
+        keyword = "warmup"
+        check_warmup(marker.kwargs.get("warmup"))
     except (TypeError, ValueError) as error:
         problem = str(error)
     else:
         return allow, marker.kwargs.get("device")
     # Failed outside the except block, so the report does not chain the ValueError too.
-    pytest.fail(f"@pytest.mark.graphcheck(allow=...): {problem}", pytrace=False)
+    pytest.fail(f"@pytest.mark.graphcheck({keyword}=...): {problem}", pytrace=False)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -493,6 +499,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
         allow=allow,
         reference_call=bool(marker.kwargs.get("reference_call", False)),
         strict_ownership=bool(marker.kwargs.get("strict_ownership", options.strict_ownership if options else False)),
+        warmup=marker.kwargs.get("warmup"),
     )
     try:
         # The with statement exits the AutoGuard however the body ends, so wp.ScopedCapture

@@ -282,7 +282,8 @@ def check_values(make: Callable[..., Any], steps: int, device: str, method: str,
     replayed = build(make, device)
     eager_step, replayed_step = step_of(eager, method, make), step_of(replayed, method, make)
     twins = Twins(eager, replayed, atol, rtol)
-    # The captured producer's reference call is its first step; the capture itself runs nothing.
+    # The captured producer's reference call is its first step (after any eager call graphcheck
+    # added: see CheckedGraph.eager_calls); the capture itself runs nothing.
     checked = capture(
         replayed_step,
         device=device,
@@ -296,7 +297,8 @@ def check_values(make: Callable[..., Any], steps: int, device: str, method: str,
         note = "the capture failed: there is no graph to replay, so the value check did not run"
         return structural.merged(Report(name=structural.name, device=device, notes=[note]))
     replay = checked.check_replay(on_failure="ignore")
-    eager_step()
+    for _ in range(max(checked.eager_calls, 1)):  # the reference call, and any warm-up or retry call
+        eager_step()
     first = twins.divergences()
     site = site_of_step(replayed_step)
     done = 1

@@ -356,11 +356,13 @@ class AssignFreshNumpy(Producer):
 
 
 class ReadbackLoop(Producer):
-    """A loop whose iteration count depends on data read back to the host."""
+    """A loop whose iteration count depends on data read back to the host.
 
-    expected = "launch-sequence-drift"
-    expected_cuda = "capture-error"
-    also_on_cpu = ("capture-error",)
+    The reference call runs three iterations and later calls none: one more eager call
+    matches the capture (first-call work), and the readback inside the capture is what is
+    left, on the CPU as on CUDA."""
+
+    expected = "capture-error"
     wrong_replay_on_cpu = False  # after the first call the loop runs no iteration either way
 
     def __init__(self, device):
@@ -389,6 +391,41 @@ class EveryOtherCall(Producer):
         if self.calls % 2 == 0:
             self.launch(K.damp, [self.v, 0.99])
         self.launch(K.add_one, [self.x])
+
+
+class SetupEveryOtherCall(Producer):
+    """The twin of FirstCallSetup whose "set-up" runs on every odd call: a replay never
+    runs it, later eager calls do. One more eager call differs from the capture too."""
+
+    expected = "launch-sequence-drift"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.frame = 0
+
+    def step(self):
+        self.frame += 1
+        if self.frame % 2:
+            self.x.fill_(1.0)
+        self.launch(K.integrate, [self.x, self.v, 0.01])
+
+
+class TapeResetOddCalls(Producer):
+    """The twin of TapeReused that resets its tape on odd calls only: the tape grows, and
+    each eager call runs more backward launches than the graph holds."""
+
+    expected = "launch-sequence-drift"
+
+    def __init__(self, device):
+        super().__init__(device)
+        _tape_buffers(self, device)
+        self.frame = 0
+
+    def step(self):
+        self.frame += 1
+        if self.frame % 2:
+            self.tape.reset()
+        _tape_step(self)
 
 
 class KernelToggle(Producer):
@@ -619,6 +656,48 @@ class KernelDeclaredInStep(Producer):
         self.launch(_offset_kernel(1.0), [self.x])
 
 
+class FirstCallSetup(Producer):
+    """Set-up only the first call does (state initialised lazily): the reference call issues
+    a fill the capture does not, and every replay does what later eager calls do."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.ready = False
+
+    def step(self):
+        if not self.ready:
+            self.x.fill_(1.0)
+            self.ready = True
+        self.launch(K.integrate, [self.x, self.v, 0.01])
+
+
+def _tape_buffers(producer, device):
+    producer.x = wp.full(N, 0.5, dtype=float, device=device, requires_grad=True)
+    producer.y = wp.zeros(N, dtype=float, device=device, requires_grad=True)
+    producer.seed = wp.ones(N, dtype=float, device=device)
+    producer.tape = wp.Tape()
+
+
+def _tape_step(producer):
+    with producer.tape:
+        producer.launch(K.square, [producer.x, producer.y])
+    producer.tape.backward(grads={producer.y: producer.seed})
+    producer.launch(K.axpy, [producer.x.grad, producer.v, -0.1])
+
+
+class TapeReused(Producer):
+    """A wp.Tape reused with reset(): the first call zeroes no gradient (the tape has none
+    yet), later calls zero them all; the capture is a later call."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        _tape_buffers(self, device)
+
+    def step(self):
+        self.tape.reset()
+        _tape_step(self)
+
+
 class ConstantNaN(Producer):
     """A constant NaN scalar (NaN compares equal to itself here)."""
 
@@ -798,6 +877,8 @@ UNSAFE = [
     AssignFreshNumpy,
     ReadbackLoop,
     EveryOtherCall,
+    SetupEveryOtherCall,
+    TapeResetOddCalls,
     KernelToggle,
     GrowingDim,
     DimFromReadback,
@@ -815,6 +896,8 @@ SAFE = [
     ClonePerCall,
     DeviceCounter,
     KernelDeclaredInStep,
+    FirstCallSetup,
+    TapeReused,
     ConstantNaN,
     EvenPingPong,
     SubarrayViews,

@@ -1,0 +1,172 @@
+"""Work only the first call does, and ``warmup``: on gc.capture, GraphGuard, the command line
+and the pytest marker.
+
+The producers are tests/producers.py's FirstCallSetup and TapeReused (safe: every replay does
+what later eager calls do) and their twins SetupEveryOtherCall and TapeResetOddCalls (unsafe);
+tests/test_corpus.py proves each by values.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+import graphcheck as gc
+from tests import producers as P
+from tests.test_cli import graphcheck
+from tests.test_pytest_plugin import inner, run_inner  # noqa: F401 (inner is a fixture)
+
+pytest_plugins = ["pytester"]
+
+DEVICE = "cpu"
+FIRST_CALL = [P.FirstCallSetup, P.TapeReused]
+EVERY_OTHER = [P.SetupEveryOtherCall, P.TapeResetOddCalls, P.EveryOtherCall]
+
+
+def _capture(cls, **options):
+    producer = cls(DEVICE)
+    return gc.capture(producer.step, device=DEVICE, owners=(producer,), on_failure="ignore", **options)
+
+
+@pytest.mark.parametrize("cls", FIRST_CALL, ids=lambda c: c.__name__)
+def test_first_call_work_is_settled_by_one_more_eager_call(cls):
+    checked = _capture(cls)
+    assert checked.report.ok, str(checked.report)
+    assert checked.eager_calls == 2
+    (note,) = [n for n in checked.report.notes if "once more" in n]
+    assert "matched" in note and "one extra step" in note and "warmup=1" in note
+
+
+@pytest.mark.parametrize("cls", FIRST_CALL, ids=lambda c: c.__name__)
+def test_warmup_calls_the_step_before_the_reference_call(cls):
+    checked = _capture(cls, warmup=1)
+    assert checked.report.ok, str(checked.report)
+    assert checked.eager_calls == 2 and not any("once more" in n for n in checked.report.notes)
+    assert _capture(cls, warmup=3).eager_calls == 4
+
+
+@pytest.mark.parametrize("cls", FIRST_CALL, ids=lambda c: c.__name__)
+def test_without_warmup_or_retry_the_finding_says_it_looks_like_first_call_work(cls):
+    checked = _capture(cls, warmup=0)
+    (finding,) = checked.report.findings
+    assert finding.kind == "launch-sequence-drift" and finding.detail["first call"]
+    assert "looks like first-call work" in finding.message and "warmup=1" in finding.message
+    assert checked.eager_calls == 1
+
+
+@pytest.mark.parametrize("cls", EVERY_OTHER, ids=lambda c: c.__name__)
+def test_work_every_other_call_is_still_drift_after_one_more_call(cls):
+    checked = _capture(cls)
+    assert set(checked.report.kinds()) == {"launch-sequence-drift"}, str(checked.report)
+    assert checked.eager_calls == 2
+    assert any("not work only the first call does" in n for n in checked.report.notes)
+    assert all("first-call" not in f.message for f in checked.report.findings)
+
+
+def test_a_drift_of_another_kernel_is_not_called_first_call_work():
+    checked = _capture(P.KernelToggle, warmup=0)
+    assert all("first-call" not in f.message for f in checked.report.findings), str(checked.report)
+
+
+def test_graph_guard_takes_warmup():
+    producer = P.FirstCallSetup(DEVICE)
+    with gc.GraphGuard(DEVICE, producer.step, (producer,), warmup=1, on_failure="ignore") as guard:
+        producer.step()
+    assert guard.report.ok and guard.eager_calls == 2, str(guard.report)
+    producer = P.FirstCallSetup(DEVICE)
+    with gc.GraphGuard(DEVICE, producer.step, (producer,), on_failure="ignore") as guard:
+        producer.step()
+    assert guard.report.ok and guard.eager_calls == 2, str(guard.report)
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "1"])
+def test_warmup_is_checked(bad):
+    with pytest.raises(ValueError, match="warmup must be None"):
+        gc.CaptureOptions(warmup=bad)
+
+
+def test_warmup_needs_a_reference():
+    producer = P.FirstCallSetup(DEVICE)
+    with pytest.raises(ValueError, match="warmup=2 needs reference="):
+        gc.GraphGuard(DEVICE, None, (producer,), warmup=2)
+    with pytest.raises(ValueError, match="warmup=1 needs reference="):
+        gc.capture(producer.step, device=DEVICE, owners=(producer,), reference=False, warmup=1)
+
+
+def test_verify_replay_steps_the_twin_as_often_as_the_capture_called_the_step():
+    report = gc.verify_replay(P.FirstCallSetup, steps=4, device=DEVICE, on_failure="ignore")
+    assert report.ok and "values" in report.checks, str(report)
+
+
+# -- the command line and the marker ------------------------------------------------------
+
+FACTORY = """
+from tests.producers import FirstCallSetup
+
+def make():
+    return FirstCallSetup("cpu")
+"""
+
+SCRIPT = """
+import warp as wp
+from tests.producers import FirstCallSetup
+
+sim = FirstCallSetup("cpu")
+with wp.ScopedCapture(device="cpu") as capture:
+    sim.step()
+wp.capture_launch(capture.graph)
+"""
+
+
+def test_check_takes_warmup(tmp_path):
+    (tmp_path / "firstcall.py").write_text(FACTORY)
+    result = graphcheck("check", "firstcall:make", "--device", "cpu", "--warmup", "1", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (report,) = [r for r in json.loads(result.stdout)["reports"] if r["source"] == "validate"]
+    assert report["status"] == "passed" and not any("once more" in n for n in report["notes"])
+    strict = graphcheck("check", "firstcall:make", "--device", "cpu", "--warmup", "0", cwd=tmp_path)
+    assert strict.returncode == 1 and "warmup=1" in strict.stdout, strict.stdout
+    bad = graphcheck("check", "firstcall:make", "--warmup", "-1", cwd=tmp_path)
+    assert bad.returncode == 2 and "expected a number of calls >= 0" in bad.stderr, bad.stderr
+    values = graphcheck("check", "firstcall:make", "--values", "--warmup", "1", cwd=tmp_path)
+    assert values.returncode == 2 and "--warmup applies to the capture check" in values.stderr, values.stderr
+
+
+def test_run_takes_warmup_and_implies_a_reference_call(tmp_path):
+    script = tmp_path / "firstcall_run.py"
+    script.write_text(SCRIPT)
+    result = graphcheck("run", "--warmup", "1", "--json", str(script))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 extra steps per capture" in result.stderr
+    reports = json.loads(result.stdout[result.stdout.index("{") :])["reports"]
+    (report,) = [r for r in reports if r["source"] == "capture"]
+    assert "compare" in report["checks"] and report["status"] == "passed", report
+    assert any("1 as warm-up" in n for n in report["notes"]), report["notes"]
+
+
+def test_the_marker_takes_warmup(inner):  # noqa: F811 (the fixture)
+    inner.makepyfile(
+        test_marked=textwrap.dedent(
+            """
+            import pytest
+            import warp as wp
+            from tests.producers import FirstCallSetup
+
+            @pytest.mark.graphcheck(device="cpu", warmup=1)
+            def test_warmed_up():
+                sim = FirstCallSetup("cpu")
+                with wp.ScopedCapture(device="cpu") as capture:
+                    sim.step()
+                wp.capture_launch(capture.graph)
+
+            @pytest.mark.graphcheck(device="cpu", warmup=-1)
+            def test_bad_warmup():
+                pass
+            """
+        )
+    )
+    result = run_inner(inner, "--strict-markers", "-rf")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*graphcheck(warmup=...): warmup must be None*"])
