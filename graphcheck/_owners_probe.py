@@ -13,8 +13,11 @@ Pythons than CPython, a tuple of ids). A weak reference to each array tells, at 
 per launch, when one is freed (its id could then be reused), so equal pointers are the
 same live objects.
 
-Whatever the probe cannot follow (a set member, the object a bound method is bound to,
-a path whose lookup fails) makes it unavailable: the full check runs every time then.
+Whatever the probe cannot follow (a set member or another container's that cannot be
+indexed, the object a bound method is bound to, a path whose lookup fails) makes it
+unavailable: the full check runs every time then. It follows every other way in the walk
+takes: attributes, items, plain dict keys, a mapping's n-th key and value, a function's
+variables (closed over, or a parameter's default).
 """
 
 from __future__ import annotations
@@ -30,10 +33,14 @@ from collections.abc import Iterable
 from typing import Any
 
 from . import _warp
+from .buffers import nth, variable
 
-# One step of a label: ".name", "[3]", "['key']" or ".<name>", a variable a function closes
-# over (see graphcheck.buffers._JOINS).
-_STEP = re.compile(r"\.([A-Za-z_]\w*)|\[(-?\d+)\]|\[('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\]|\.<([A-Za-z_]\w*)>")
+# One step of a label: ".keys()[0]" or ".values()[0]" (a mapping's first key or value),
+# ".name", "[3]", "['key']" or ".<name>", a function's variable (see graphcheck.buffers._JOINS).
+_STEP = re.compile(
+    r"\.(keys|values)\(\)\[(\d+)\]|\.([A-Za-z_]\w*)|\[(-?\d+)\]"
+    r"|\[('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\]|\.<([A-Za-z_]\w*)>"
+)
 _ROOT = re.compile(r"owner(?=[.\[]|$)|owners\[(\d+)\]")
 
 
@@ -52,8 +59,10 @@ def _parse(label: str) -> tuple[int, list[tuple[str, Any]]]:
         step = _STEP.match(label, position)
         if step is None:
             raise Unsupported(label)
-        name, number, key, cell = step.groups()
-        if cell is not None:
+        view, position_in_view, name, number, key, cell = step.groups()
+        if view is not None:
+            steps.append((view, int(position_in_view)))
+        elif cell is not None:
             steps.append(("cell", cell))
         elif name is not None:
             if keyword.iskeyword(name):
@@ -65,11 +74,6 @@ def _parse(label: str) -> tuple[int, list[tuple[str, Any]]]:
             steps.append(("item", ast.literal_eval(key)))
         position = step.end()
     return index, steps
-
-
-def _cell(fn: Any, name: str) -> Any:
-    """The value of the variable ``name`` that function ``fn`` closes over."""
-    return fn.__closure__[fn.__code__.co_freevars.index(name)].cell_contents
 
 
 class OwnersProbe:
@@ -105,7 +109,9 @@ class OwnersProbe:
                 elif prefix[-1][0] == "attr":
                     expressions[prefix] = f"{{}}.{prefix[-1][1]}"
                 elif prefix[-1][0] == "cell":
-                    expressions[prefix] = f"_cell({{}}, {prefix[-1][1]!r})"
+                    expressions[prefix] = f"_variable({{}}, {prefix[-1][1]!r})"
+                elif prefix[-1][0] in ("keys", "values"):
+                    expressions[prefix] = f"_nth({{}}.{prefix[-1][0]}(), {prefix[-1][1]})"
                 else:
                     keys[f"k{len(keys)}"] = prefix[-1][1]
                     expressions[prefix] = f"{{}}[k{len(keys) - 1}]"
@@ -152,7 +158,7 @@ class OwnersProbe:
         source = function("objects", [names[leaf] for leaf in leaves], with_parents(leaves))
         source += function("places", place_results, needed) + function("ids", id_results, needed)
         self.source = source
-        namespace: dict[str, Any] = {**keys, "_cell": _cell}
+        namespace: dict[str, Any] = {**keys, "_variable": variable, "_nth": nth}
         exec(compile(source, "<graphcheck owners probe>", "exec"), namespace)
         self._places = namespace["places"]
         self._ids = namespace["ids"]

@@ -9,10 +9,13 @@ inside a pooled allocation) resolve to the innermost buffer.
 
 from __future__ import annotations
 
+import array
 import bisect
 import dataclasses
+import functools
 import heapq
 import itertools
+import mmap
 import types
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol, TypeVar
@@ -21,7 +24,7 @@ import numpy as np
 
 from . import _warp
 
-__all__ = ["Buffer", "BufferSet", "arrays_of", "buffers_of"]
+__all__ = ["Buffer", "BufferSet", "arrays_of", "buffers_of", "nth", "variable"]
 
 
 class Buffer(NamedTuple):
@@ -246,13 +249,24 @@ def buffers_of(*objects: Any, root: str | Sequence[str] | None = None, max_depth
     """Every Warp array reachable from ``objects``, labelled by the path to it.
 
     The walk goes through attributes (``__dict__`` and ``__slots__``), dataclass fields,
-    ``@wp.struct`` fields, mappings, sequences and sets, the variables a function closes
-    over and the object a bound method is bound to, up to ``max_depth`` levels; each
-    array's gradient and an indexed array's indices are collected too (``<path>.grad``).
-    Warp's own containers (optimizers, fem fields, sparse matrices, meshes, hash grids,
-    BVHs, volumes) are entered; Warp's handles (devices, streams, kernels, modules,
-    graphs), modules, types and a function's globals are not. A numpy array the objects
-    hold counts as an owned host buffer. Each object is visited once, so cycles are safe.
+    ``@wp.struct`` fields, mappings (their keys too: ``{param: state}``), sequences and
+    sets, the variables a function holds (those it closes over and its parameters'
+    defaults: ``lambda v, f=field: ...``), a ``functools.partial``'s function, arguments
+    and keywords, the object a bound method is bound to, and the members of any other
+    container whose iteration is built in (a ``collections.deque``, a dict view), up to
+    ``max_depth`` levels; each array's gradient and an indexed array's indices are
+    collected too (``<path>.grad``). An iterator or generator is never iterated (that
+    would consume it), nor a container whose ``__iter__`` is Python code. Warp's own
+    containers (optimizers, fem fields, sparse matrices, meshes, hash grids, BVHs,
+    volumes) are entered; Warp's handles (devices, streams, kernels, modules, graphs),
+    modules, types and a function's globals are not. A numpy array the objects hold
+    counts as an owned host buffer. Each object is visited once, so cycles are safe.
+
+    Labels spell the way in: ``sim.state.x`` (attribute), ``sim.buffers[2]`` (item),
+    ``sim.named['v']`` (a key that is a plain value), ``sim.moments.keys()[0]`` and
+    ``sim.moments.values()[0]`` (the first key of a mapping keyed by other objects, and
+    its value), ``sim.update.<f>`` (a function's variable), ``sim.pending{0}`` (a member
+    of a set or of a container that cannot be indexed).
 
     Args:
         objects: the producer and anything else it runs on.
@@ -339,7 +353,8 @@ def _walk(
         if kind is list or kind is tuple:
             items, join = enumerate(obj), _INDEX
         elif kind is dict:
-            items, join = list(obj.items()), _KEY
+            stack.extend(_entries(list(obj.items()), path, depth + 1))
+            continue
         elif is_struct(obj):
             items, join = [(f, getattr(obj, f, None)) for f in _warp.struct_fields(obj) or ()], _ATTR
         elif _warp.is_warp_handle(obj):
@@ -347,20 +362,33 @@ def _walk(
         elif isinstance(obj, types.MethodType):
             items, join = [(None, obj.__self__)], _SAME
         elif isinstance(obj, types.FunctionType):
-            items, join = [], _CLOSURE
-            for name, cell in zip(obj.__code__.co_freevars, obj.__closure__ or ()):
-                try:
-                    items.append((name, cell.cell_contents))
-                except ValueError:  # an empty cell
-                    pass
+            items, join = _variables(obj), _VARIABLE
+        elif isinstance(obj, functools.partial):
+            items, join = [("func", obj.func), ("args", obj.args), ("keywords", obj.keywords), *_attributes(obj)], _ATTR
         elif isinstance(obj, Mapping):
-            items, join = list(obj.items()), _KEY
+            try:
+                entries = list(obj.items())
+            except Exception:  # a mapping whose items() fails is looked into no further
+                continue
+            stack.extend(_entries(entries, path, depth + 1))
+            continue
         elif isinstance(obj, (list, tuple)):
             items, join = enumerate(obj), _INDEX
         elif isinstance(obj, (set, frozenset)):
             items, join = enumerate(obj), _MEMBER
         else:
             items, join = _attributes(obj), _ATTR
+            members = _MEMBERS.get(kind)
+            if members is None:
+                members = _MEMBERS[kind] = _members_join(kind)
+            if members:
+                try:
+                    held = list(obj)  # built-in iteration: one C call, no user code runs
+                except Exception:  # changed size while iterated (another thread): not looked into
+                    held = []
+                inner = [(v, path, i, members, depth + 1) for i, v in enumerate(held) if type(v) not in _LEAF_TYPES]
+                inner.reverse()
+                stack.extend(inner)
         children = [(v, path, k, join, depth + 1) for k, v in items if type(v) not in _LEAF_TYPES]
         children.reverse()
         stack.extend(children)
@@ -368,7 +396,7 @@ def _walk(
     return out
 
 
-_SAME, _ATTR, _INDEX, _KEY, _CLOSURE, _MEMBER = range(6)
+_SAME, _ATTR, _INDEX, _KEY, _VARIABLE, _MEMBER, _NTH_KEY, _NTH_VALUE = range(8)
 _JOINS: tuple[Callable[[str, Any], str], ...] = (
     lambda parent, key: parent,
     lambda parent, key: f"{parent}.{key}",
@@ -376,8 +404,106 @@ _JOINS: tuple[Callable[[str, Any], str], ...] = (
     lambda parent, key: f"{parent}[{key!r}]",
     lambda parent, key: f"{parent}.<{key}>",
     lambda parent, key: f"{parent}{{{key}}}",
+    lambda parent, key: f"{parent}.keys()[{key}]",
+    lambda parent, key: f"{parent}.values()[{key}]",
 )
 _LEAF_TYPES = frozenset({str, bytes, int, float, bool, complex, type(None)})
+# Mapping keys a label spells as themselves (``['v']``); any other key (an array, a struct,
+# an object) by its position (``.keys()[0]``): its repr could be long, costly or user code.
+_PLAIN_KEYS = frozenset({str, int})
+
+
+def _entries(pairs: list[tuple[Any, Any]], path: str, depth: int) -> list[tuple[Any, str, Any, int, int]]:
+    """The stack entries of a mapping's keys and values, in reverse order (popped in order)."""
+    out = []
+    for i, (key, value) in enumerate(pairs):
+        if type(key) in _PLAIN_KEYS:
+            if type(value) not in _LEAF_TYPES:
+                out.append((value, path, key, _KEY, depth))
+            continue
+        out.append((key, path, i, _NTH_KEY, depth))
+        if type(value) not in _LEAF_TYPES:
+            out.append((value, path, i, _NTH_VALUE, depth))
+    out.reverse()
+    return out
+
+
+def _variables(fn: types.FunctionType) -> list[tuple[str, Any]]:
+    """``(name, value)`` of every variable a function holds a value for: those it closes
+    over, then its parameters' defaults (see :func:`variable`)."""
+    code = fn.__code__
+    out = []
+    for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+        try:
+            out.append((name, cell.cell_contents))
+        except ValueError:  # an empty cell
+            pass
+    defaults = fn.__defaults__
+    if defaults:
+        positional = code.co_varnames[: code.co_argcount]
+        out.extend(zip(positional[len(positional) - len(defaults) :], defaults))
+    if fn.__kwdefaults__:
+        out.extend(fn.__kwdefaults__.items())
+    return out
+
+
+def variable(fn: types.FunctionType, name: str) -> Any:
+    """The value function ``fn`` holds for its variable ``name`` (a label's ``.<name>``): the
+    variable it closes over, else its parameter's default.
+
+    Raises:
+        LookupError: when ``fn`` holds no value for ``name``.
+        ValueError: when the closed-over variable is not bound.
+    """
+    code = fn.__code__
+    if name in code.co_freevars:
+        return fn.__closure__[code.co_freevars.index(name)].cell_contents  # type: ignore[index]
+    if fn.__kwdefaults__ and name in fn.__kwdefaults__:
+        return fn.__kwdefaults__[name]
+    positional = code.co_varnames[: code.co_argcount]
+    defaults = fn.__defaults__ or ()
+    first = len(positional) - len(defaults)
+    if name in positional[first:]:
+        return defaults[positional.index(name, first) - first]
+    raise LookupError(f"{fn.__qualname__} holds no variable {name!r}")
+
+
+def nth(iterable: Iterable[Any], position: int) -> Any:
+    """The item at ``position`` of ``iterable`` (a label's ``.keys()[i]`` and ``.values()[i]``).
+
+    Raises:
+        IndexError: when there are fewer items.
+    """
+    for item in itertools.islice(iterable, position, None):
+        return item
+    raise IndexError(f"no item at position {position}")
+
+
+# Containers (of no kind above) whose members are walked, by type: None when not yet decided,
+# else how their members join a path (0: not iterated).
+_MEMBERS: dict[type, int] = {}
+# Built-in iterables of plain values: iterating them finds no array and costs one object a byte.
+_PLAIN_ITERABLES = (array.array, memoryview, mmap.mmap)
+
+
+def _members_join(kind: type) -> int:
+    """How the members of a ``kind`` object join a path when the walk iterates them: ``_INDEX``
+    for a sequence (``collections.deque``), ``_MEMBER`` for another container (a dict view),
+    0 for no iteration at all.
+
+    Iterated are only containers whose iteration is built in (``__iter__`` implemented in C),
+    so that no user code runs, and that are not iterators themselves: iterating an iterator
+    or a generator would consume it.
+    """
+    method = getattr(kind, "__iter__", None)
+    if (
+        method is None
+        or hasattr(kind, "__next__")
+        or issubclass(kind, _PLAIN_ITERABLES)
+        or not isinstance(method, (types.WrapperDescriptorType, types.MethodDescriptorType))
+    ):
+        return 0
+    return _INDEX if issubclass(kind, Sequence) else _MEMBER
 
 
 def _host_span(array: np.ndarray) -> tuple[int, int] | None:

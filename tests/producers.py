@@ -11,6 +11,8 @@ The corpus runs on any device; ``tests/test_corpus.py`` runs it on the CPU and
 
 from __future__ import annotations
 
+import collections
+import functools
 import time
 
 import numpy as np
@@ -610,6 +612,7 @@ class FreedScratch(Producer):
     """Scratch the graph uses is dropped after the capture."""
 
     expected_replay = "stale-pointer"
+    wrong_replay_on_cpu = False  # an eager twin cannot step without its scratch
 
     def __init__(self, device):
         super().__init__(device)
@@ -633,6 +636,107 @@ class ResizedBuffer(Producer):
 
     def after_capture(self):
         self.x = wp.zeros(2 * N, dtype=float, device=self.device)
+
+
+# -- owned through every way Python holds an array -----------------------------------------
+# Each producer holds a buffer it steps only through one way in (a dict key, a deque, a
+# functools.partial, a default argument): safe. Its one-line twin puts a new array there after
+# the capture: the graph still steps the old one (stale-pointer before replay, and a replay
+# that differs from eager stepping).
+
+
+class KeyedMoments(Producer):
+    """A torch-style ``{param: moment}`` map: the parameter is held only as a dict key."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.moments = {wp.full(N, 0.5, dtype=float, device=device): wp.zeros(N, dtype=float, device=device)}
+
+    def step(self):
+        for param, moment in self.moments.items():
+            self.launch(K.axpy, [param, moment, 0.9])
+            self.launch(K.integrate, [param, moment, 0.1])
+
+
+class KeyedMomentsReplaced(KeyedMoments):
+    expected_replay = "stale-pointer"
+
+    def after_capture(self):
+        self.moments = {wp.clone(param): moment for param, moment in self.moments.items()}
+
+
+class DequeHistory(Producer):
+    """The last two states in a ``collections.deque`` (no ``__dict__``: its members are walked)."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.history = collections.deque([wp.zeros(N, dtype=float, device=device), self.v], maxlen=2)
+        del self.v  # held only by the deque
+
+    def step(self):
+        previous, current = self.history
+        self.launch(K.blend, [previous, current, self.x])
+        self.launch(K.integrate, [current, self.x, 0.1])
+
+
+class DequeHistoryPushed(DequeHistory):
+    expected_replay = "stale-pointer"
+
+    def after_capture(self):
+        self.history.append(wp.clone(self.history[-1]))
+
+
+class DequeRotated(DequeHistory):
+    """The deque rotated every call: an odd swap of the two states."""
+
+    expected = "buffer-drift"
+
+    def step(self):
+        self.history.rotate(1)
+        super().step()
+
+
+def _advance(device, x, v, dt=0.1):
+    wp.launch(K.integrate, dim=N, inputs=[x, v, dt], device=device)
+
+
+class PartialLauncher(Producer):
+    """A step bound with ``functools.partial``: the position its argument, the velocity a keyword."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.advance = functools.partial(_advance, device, wp.zeros(N, dtype=float, device=device), v=self.v)
+        del self.x, self.v  # held only by the partial
+
+    def step(self):
+        self.advance()
+
+
+class PartialLauncherRebound(PartialLauncher):
+    expected_replay = "stale-pointer"
+
+    def after_capture(self):
+        self.advance = functools.partial(_advance, self.device, wp.clone(self.advance.args[1]), **self.advance.keywords)
+
+
+class DefaultBound(Producer):
+    """The usual cure for late binding: a callback takes its arrays as defaults
+    (``lambda dt, v=velocity, *, x=position: ...``)."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.update = lambda dt, v=self.v, *, x=self.x: self.launch(K.integrate, [x, v, dt])
+        del self.x, self.v  # held only as the callback's defaults
+
+    def step(self):
+        self.update(0.1)
+
+
+class DefaultRebound(DefaultBound):
+    expected_replay = "stale-pointer"
+
+    def after_capture(self):
+        self.update.__kwdefaults__ = {"x": wp.clone(self.update.__kwdefaults__["x"])}
 
 
 # -- safe ---------------------------------------------------------------------------------
@@ -889,8 +993,17 @@ UNSAFE = [
     CloneOfSwapped,
     ReductionReadback,
     ModuleGlobalScratch,
+    DequeRotated,
 ]
-STALE = [ReassignedAfterCapture, FreedScratch, ResizedBuffer]
+STALE = [
+    ReassignedAfterCapture,
+    FreedScratch,
+    ResizedBuffer,
+    KeyedMomentsReplaced,
+    DequeHistoryPushed,
+    PartialLauncherRebound,
+    DefaultRebound,
+]
 SAFE = [
     ZerosPerCall,
     ClonePerCall,
@@ -911,5 +1024,9 @@ SAFE = [
     HashGridRebuild,
     CloneKeptByOwner,
     ContentsChangedInPlace,
+    KeyedMoments,
+    DequeHistory,
+    PartialLauncher,
+    DefaultBound,
 ]
 ALL = UNSAFE + STALE + SAFE

@@ -1,8 +1,10 @@
 """The public corpus on the CPU: every unsafe pattern caught with its kind, safe ones pass."""
 
+import numpy as np
 import pytest
 
 import graphcheck as gc
+from graphcheck.buffers import arrays_of
 from tests import producers as P
 from tests.releases import CAPTURE_ERROR_ON_READBACK, CPU_GRAPH_RECORDS_HASH_GRID
 
@@ -52,6 +54,24 @@ def test_replay_check_after_the_producer_changed(producer):
     if expected:
         with pytest.raises(gc.GraphCheckError, match="stale-pointer"):
             checked.launch()
+
+
+@pytest.mark.parametrize("producer", [p for p in P.STALE if p.wrong_replay_on_cpu], ids=lambda p: p.__name__)
+def test_a_producer_broken_after_capture_replays_wrong(producer):
+    # The replay check's claim, shown by values: after the break, replaying differs from stepping.
+    eager, replayed = producer(DEVICE), producer(DEVICE)
+    checked = gc.capture(replayed.step, device=DEVICE, owners=(replayed,), replay_check="never")
+    eager.step()  # as the capture's reference call did
+    kept = [array for _, array in arrays_of(eager, replayed)]  # what the graph steps stays alive
+    eager.after_capture()
+    replayed.after_capture()
+    for _ in range(3):
+        eager.step()
+        checked.launch()
+    ours, theirs = dict(arrays_of(eager, root="p")), dict(arrays_of(replayed, root="p"))
+    assert ours.keys() == theirs.keys()
+    assert any(not np.array_equal(ours[path].numpy(), theirs[path].numpy()) for path in ours), "replayed alike"
+    del kept
 
 
 def test_owners_default_to_the_bound_method_s_object():
