@@ -17,6 +17,7 @@ import heapq
 import itertools
 import mmap
 import types
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol, TypeVar
 
@@ -256,11 +257,12 @@ def buffers_of(*objects: Any, root: str | Sequence[str] | None = None, max_depth
     container whose iteration is built in (a ``collections.deque``, a dict view), up to
     ``max_depth`` levels; each array's gradient and an indexed array's indices are
     collected too (``<path>.grad``). An iterator or generator is never iterated (that
-    would consume it), nor a container whose ``__iter__`` is Python code. Warp's own
-    containers (optimizers, fem fields, sparse matrices, meshes, hash grids, BVHs,
-    volumes) are entered; Warp's handles (devices, streams, kernels, modules, graphs),
-    modules, types and a function's globals are not. A numpy array the objects hold
-    counts as an owned host buffer. Each object is visited once, so cycles are safe.
+    would consume it), nor a container whose ``__iter__`` is Python code; what a weak
+    mapping or weak reference holds weakly is not owned. Warp's own containers
+    (optimizers, fem fields, sparse matrices, meshes, hash grids, BVHs, volumes) are
+    entered; Warp's handles (devices, streams, kernels, modules, graphs), modules, types
+    and a function's globals are not. A numpy array the objects hold counts as an owned
+    host buffer. Each object is visited once, so cycles are safe.
 
     Labels spell the way in: ``sim.state.x`` (attribute), ``sim.buffers[2]`` (item),
     ``sim.named['v']`` (a key that is a plain value), ``sim.moments.keys()[0]`` and
@@ -370,7 +372,12 @@ def _walk(
                 entries = list(obj.items())
             except Exception:  # a mapping whose items() fails is looked into no further
                 continue
-            stack.extend(_entries(entries, path, depth + 1))
+            # What a weak mapping holds weakly, it does not own: it may vanish under the graph.
+            keys, values = (
+                not isinstance(obj, weakref.WeakKeyDictionary),
+                not isinstance(obj, weakref.WeakValueDictionary),
+            )
+            stack.extend(_entries(entries, path, depth + 1, keys=keys, values=values))
             continue
         elif isinstance(obj, (list, tuple)):
             items, join = enumerate(obj), _INDEX
@@ -413,17 +420,18 @@ _LEAF_TYPES = frozenset({str, bytes, int, float, bool, complex, type(None)})
 _PLAIN_KEYS = frozenset({str, int})
 
 
-def _entries(pairs: list[tuple[Any, Any]], path: str, depth: int) -> list[tuple[Any, str, Any, int, int]]:
-    """The stack entries of a mapping's keys and values, in reverse order (popped in order)."""
+def _entries(
+    pairs: list[tuple[Any, Any]], path: str, depth: int, *, keys: bool = True, values: bool = True
+) -> list[tuple[Any, str, Any, int, int]]:
+    """The stack entries of a mapping's keys and values (those it holds strongly: ``keys``,
+    ``values``), in reverse order, so that they are popped in order."""
     out = []
     for i, (key, value) in enumerate(pairs):
-        if type(key) in _PLAIN_KEYS:
-            if type(value) not in _LEAF_TYPES:
-                out.append((value, path, key, _KEY, depth))
-            continue
-        out.append((key, path, i, _NTH_KEY, depth))
-        if type(value) not in _LEAF_TYPES:
-            out.append((value, path, i, _NTH_VALUE, depth))
+        plain = type(key) in _PLAIN_KEYS
+        if keys and not plain and type(key) not in _LEAF_TYPES:
+            out.append((key, path, i, _NTH_KEY, depth))
+        if values and type(value) not in _LEAF_TYPES:
+            out.append((value, path, key, _KEY, depth) if plain else (value, path, i, _NTH_VALUE, depth))
     out.reverse()
     return out
 

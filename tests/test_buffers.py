@@ -1,7 +1,10 @@
 """BufferSet look-ups and buffers_of's walk over a producer's objects."""
 
+import collections
 import dataclasses
+import functools
 import random
+import weakref
 
 import numpy as np
 import pytest
@@ -9,6 +12,7 @@ import warp as wp
 
 import graphcheck as gc
 from tests import kernels as K
+from tests.internals import OwnersProbe
 
 
 def brute_force(ranges, ptr):
@@ -131,6 +135,56 @@ def test_buffers_of_walks_closures_and_bound_methods(cpu):
     labels = set(gc.buffers_of(step, root="step").labels())
     assert "step.<scratch>" in labels and "step.<sim>.state.x" in labels
     assert "m.state.x" in gc.buffers_of(sim.step, root="m").labels()
+
+
+def test_buffers_of_labels_every_way_in_as_the_replay_probe_follows_it(cpu):
+    def make():
+        return wp.zeros(2, dtype=float, device=cpu)
+
+    param, moment, queued, argument, keyword, default, keyword_only = (make() for _ in range(7))
+    holder = {
+        "moments": {param: moment},
+        "queue": collections.deque([queued]),
+        "bound": functools.partial(print, argument, file=keyword),
+        "callback": lambda v, f=default, *, g=keyword_only: v,
+    }
+    found = dict(gc.buffers.arrays_of(holder, root="h"))
+    assert found == {
+        "h['moments'].keys()[0]": param,
+        "h['moments'].values()[0]": moment,
+        "h['queue'][0]": queued,
+        "h['bound'].args[0]": argument,
+        "h['bound'].keywords['file']": keyword,
+        "h['callback'].<f>": default,
+        "h['callback'].<g>": keyword_only,
+    }
+    for path in found:  # the replay probe follows each label
+        assert OwnersProbe((holder,), [path.replace("h", "owner", 1)], single=True).unchanged()
+
+
+def test_buffers_of_runs_no_user_code_and_consumes_no_iterator(cpu):
+    calls = []
+
+    class Lazy:
+        __slots__ = ()
+
+        def __iter__(self):  # Python code: it might do anything, so it is never called
+            calls.append(1)
+            return iter([wp.zeros(1, dtype=float, device=cpu)])
+
+    kept = wp.zeros(1, dtype=float, device=cpu)
+    generator = (a for a in [kept])
+    holder = [Lazy(), generator, iter([kept]), weakref.WeakKeyDictionary({kept: 1}), weakref.ref(kept)]
+    assert len(gc.buffers_of(holder)) == 0 and not calls
+    assert next(generator) is kept
+
+
+def test_buffers_of_walks_built_in_containers_without_attributes(cpu):
+    a, b = wp.zeros(1, dtype=float, device=cpu), wp.zeros(1, dtype=float, device=cpu)
+    assert gc.buffers_of({"k": a}.values(), collections.deque([b], maxlen=3), root=["view", "ring"]).labels() in (
+        ["view{0}", "ring[0]"],
+        ["ring[0]", "view{0}"],
+    )
 
 
 def test_buffers_of_is_bounded_in_depth(cpu):

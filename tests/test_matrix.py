@@ -6,10 +6,17 @@ buffer ``buffer-drift``; a buffer the owners do not hold ``foreign-buffer``; a b
 reallocated after capture ``stale-pointer`` before replay. The kinds are asserted
 exactly: an argument decoded as opaque bytes would give ``scalar-drift`` with hex where
 ``buffer-drift`` is right, and would hide foreign and stale buffers altogether.
+
+Then every way an owner holds an array (a dict key, a deque, a ``functools.partial``, a
+default argument...): owned, replaced after capture, followed by the replay probe, and the
+ways that do not own (a weak mapping, a generator).
 """
 
 from __future__ import annotations
 
+import collections
+import functools
+import weakref
 from typing import Any
 
 import numpy as np
@@ -17,7 +24,9 @@ import pytest
 import warp as wp
 
 import graphcheck as gc
-from tests import matrix_kernels as M
+from graphcheck.buffers import arrays_of
+from tests import kernels as K, matrix_kernels as M
+from tests.internals import OwnersProbe, Unsupported
 
 DEVICE = "cpu"
 
@@ -155,9 +164,7 @@ def test_an_array_reallocated_after_capture_is_a_stale_pointer(name):
 def test_an_indexed_array_s_indices_are_buffers_too(name):
     swapped = ArrayProducer(name, "swap-indices")
     checked = gc.capture(swapped.step, device=DEVICE, owners=(swapped,), on_failure="ignore")
-    assert {(f.kind, f.arg) for f in checked.report.findings} == {("buffer-drift", "a.indices[0]")}, str(
-        checked.report
-    )
+    assert {(f.kind, f.arg) for f in checked.report.findings} == {("buffer-drift", "a.indices[0]")}, str(checked.report)
     foreign = ArrayProducer(name, "foreign-indices")
     checked = gc.capture(foreign.step, device=DEVICE, owners=(foreign,), on_failure="ignore")
     assert {(f.kind, f.arg) for f in checked.report.findings} == {("foreign-buffer", "a.indices[0]")}
@@ -238,18 +245,14 @@ def test_identical_struct_calls_give_nothing():
 def test_a_changed_struct_field_is_scalar_drift(field):
     producer = StructProducer(field, "change")
     checked = gc.capture(producer.step, device=DEVICE, owners=(producer,), on_failure="ignore")
-    assert {(f.kind, f.arg) for f in checked.report.findings} == {("scalar-drift", f"s.{field}")}, str(
-        checked.report
-    )
+    assert {(f.kind, f.arg) for f in checked.report.findings} == {("scalar-drift", f"s.{field}")}, str(checked.report)
 
 
 @pytest.mark.parametrize("field", list(ARRAY_FIELDS))
 def test_a_swapped_struct_array_field_is_buffer_drift(field):
     producer = StructProducer(field, "swap")
     checked = gc.capture(producer.step, device=DEVICE, owners=(producer,), on_failure="ignore")
-    assert {(f.kind, f.arg) for f in checked.report.findings} == {("buffer-drift", f"s.{field}")}, str(
-        checked.report
-    )
+    assert {(f.kind, f.arg) for f in checked.report.findings} == {("buffer-drift", f"s.{field}")}, str(checked.report)
 
 
 @pytest.mark.parametrize("field", list(ARRAY_FIELDS))
@@ -358,3 +361,143 @@ def test_a_kernel_whose_closure_value_changes_is_other_code(how):
     assert "the same kernel compiled to other code" in finding.message and "closure constant" in finding.message
     report = gc.verify_replay(_declared_producer(how, True), steps=3, device=DEVICE, on_failure="ignore")
     assert "replay-divergence" in report.kinds(), str(report)
+
+
+# -- every way an owner holds an array ------------------------------------------------------
+# The owner holds the array its step writes only through one way in. Owned: no finding, and a
+# replay equals eager stepping; the same way holding a new array after the capture: stale-pointer
+# before replay, and a replay that differs from eager stepping; the replay probe follows the way
+# (or says it cannot: a member of a container that cannot be indexed). Held only weakly, or only
+# by an iterator that must not be consumed: not owned, foreign-buffer.
+
+
+def _noop(*args, **kwargs):
+    return args, kwargs
+
+
+def _tape_keyed(array):
+    tape = wp.Tape()
+    tape.gradients[array] = array.grad  # as wp.Tape keeps the arrays whose gradients it zeroes
+    return tape
+
+
+def _defaults_of_a_partials_function(array):
+    return functools.partial(lambda scale, out=array: out, 1.0)
+
+
+def _closure(array):
+    return lambda: array
+
+
+#: way -> (build the holder of an array, read the array back from the holder)
+WAYS = {
+    "dict_key": (lambda a: {a: "moment"}, lambda h: next(iter(h))),
+    "dict_key_to_array": (lambda a: {a: wp.zeros(4, dtype=float, device=DEVICE)}, lambda h: next(iter(h))),
+    "value_of_a_tuple_key": (lambda a: {("state", 0): a}, lambda h: h[("state", 0)]),
+    "tape_gradients_key": (_tape_keyed, lambda t: next(iter(t.gradients))),
+    "deque": (lambda a: collections.deque([a]), lambda h: h[0]),
+    "deque_in_a_dict": (lambda a: {"recent": collections.deque([a], maxlen=4)}, lambda h: h["recent"][-1]),
+    "dict_values_view": (lambda a: {"k": a}.values(), lambda h: next(iter(h))),
+    "partial_args": (lambda a: functools.partial(_noop, a), lambda h: h.args[0]),
+    "partial_keywords": (lambda a: functools.partial(_noop, out=a), lambda h: h.keywords["out"]),
+    "default": (lambda a: lambda x, out=a: out, lambda h: h(None)),
+    "keyword_only_default": (lambda a: lambda *, out=a: out, lambda h: h()),
+    "default_of_a_partials_function": (_defaults_of_a_partials_function, lambda h: h()),
+    "closure": (_closure, lambda h: h()),
+}
+#: Ways the replay probe cannot follow: the full replay check then runs before every launch.
+UNFOLLOWED = {"dict_values_view"}
+
+# What the not-owning ways hold weakly, or must not consume, by way: kept alive here for the step.
+_ALIVE: dict[str, object] = {}
+
+
+def _weak_key(array):
+    return weakref.WeakKeyDictionary({array: "moment"})
+
+
+def _weak_value(array):
+    return weakref.WeakValueDictionary({"out": array})
+
+
+def _generator(array):
+    return (held for held in [array])
+
+
+NOT_OWNING = {"weak_key": _weak_key, "weak_value": _weak_value, "generator": _generator}
+
+
+class HeldOneWay:
+    """Writes ``y`` that the owner holds only through ``way`` (its holder's ``read``)."""
+
+    def __init__(self, way, device=DEVICE):
+        self.way = way
+        self.x = wp.full(8, 0.5, dtype=float, device=device)
+        if way in NOT_OWNING:
+            y = _ALIVE[way] = wp.zeros(8, dtype=float, device=device)
+            self.holder, self.read = NOT_OWNING[way](y), lambda _holder: _ALIVE[way]
+        else:
+            hold, self.read = WAYS[way]
+            self.holder = hold(wp.zeros(8, dtype=float, device=device))
+
+    def step(self):
+        wp.launch(K.axpy, dim=8, inputs=[self.x, self.read(self.holder), 0.5], device=DEVICE)
+
+    def replace(self):
+        """Hold a new array the same way (a copy of the one held)."""
+        self.holder = WAYS[self.way][0](wp.clone(self.read(self.holder)))
+
+
+@pytest.mark.parametrize("way", list(WAYS))
+def test_an_array_held_any_way_is_owned_and_replays_right(way):
+    producer = HeldOneWay(way)
+    checked = gc.capture(producer.step, device=DEVICE, owners=(producer,))
+    assert checked.report.ok, str(checked.report)
+    report = gc.verify_replay(lambda device: HeldOneWay(way, device), steps=4, device=DEVICE, on_failure="ignore")
+    assert report.ok and "values" in report.checks, str(report)
+    y = producer.read(producer.holder)
+    assert any(array is y for _, array in arrays_of(producer)), "the value check compares the array held that way"
+
+
+@pytest.mark.parametrize("way", list(WAYS))
+def test_an_array_held_any_way_and_replaced_after_capture_is_stale_and_replays_wrong(way):
+    eager, replayed = HeldOneWay(way), HeldOneWay(way)
+    checked = gc.capture(replayed.step, device=DEVICE, owners=(replayed,), replay_check="never")
+    eager.step()  # as the capture's reference call did
+    kept = [eager.read(eager.holder), replayed.read(replayed.holder)]  # the graph writes the old one
+    eager.replace()
+    replayed.replace()
+    replay = checked.check_replay(on_failure="ignore")
+    assert {(f.kind, f.arg) for f in replay.findings} == {("stale-pointer", "y")}, str(replay)
+    for _ in range(2):
+        eager.step()
+        checked.launch()
+    assert not np.array_equal(eager.read(eager.holder).numpy(), replayed.read(replayed.holder).numpy())
+    del kept
+
+
+@pytest.mark.parametrize("way", list(WAYS))
+def test_the_replay_probe_follows_every_way_it_can(way):
+    producer = HeldOneWay(way)
+    checked = gc.capture(producer.step, device=DEVICE, owners=(producer,))
+    labels = [baked.label for baked in checked.baked if baked.label is not None]
+    if way in UNFOLLOWED:
+        with pytest.raises(Unsupported):
+            OwnersProbe((producer,), labels, single=True)
+        return
+    probe = OwnersProbe((producer,), labels, single=True)
+    assert probe.unchanged()
+    held = producer.holder
+    producer.replace()
+    assert not probe.unchanged()
+    producer.holder = held
+    assert probe.unchanged()
+
+
+@pytest.mark.parametrize("way", list(NOT_OWNING))
+def test_an_array_held_only_weakly_or_by_an_iterator_is_foreign(way):
+    producer = HeldOneWay(way)
+    checked = gc.capture(producer.step, device=DEVICE, owners=(producer,), on_failure="ignore")
+    assert {(f.kind, f.arg) for f in checked.report.findings} == {("foreign-buffer", "y")}, str(checked.report)
+    if way == "generator":
+        assert next(producer.holder) is producer.read(producer.holder), "the walk did not consume the generator"
