@@ -25,7 +25,7 @@ import numpy as np
 
 from . import _warp
 
-__all__ = ["Buffer", "BufferSet", "arrays_of", "buffers_of", "nth", "variable"]
+__all__ = ["Buffer", "BufferSet", "arrays_of", "buffers_of"]
 
 
 class Buffer(NamedTuple):
@@ -492,6 +492,7 @@ def nth(iterable: Iterable[Any], position: int) -> Any:
 _MEMBERS: dict[type, int] = {}
 # Built-in iterables of plain values: iterating them finds no array and costs one object a byte.
 _PLAIN_ITERABLES = (array.array, memoryview, mmap.mmap)
+_ARRAY_INTERFACES = ("__array_interface__", "__cuda_array_interface__", "__dlpack__", "__array__")
 
 
 def _members_join(kind: type) -> int:
@@ -501,13 +502,15 @@ def _members_join(kind: type) -> int:
 
     Iterated are only containers whose iteration is built in (``__iter__`` implemented in C),
     so that no user code runs, and that are not iterators themselves: iterating an iterator
-    or a generator would consume it.
+    or a generator would consume it. Nor are arrays of numbers (a CuPy array, anything with
+    an array interface): they hold no Warp array, and iterating one costs an object an item.
     """
     method = getattr(kind, "__iter__", None)
     if (
         method is None
         or hasattr(kind, "__next__")
         or issubclass(kind, _PLAIN_ITERABLES)
+        or any(hasattr(kind, name) for name in _ARRAY_INTERFACES)
         or not isinstance(method, (types.WrapperDescriptorType, types.MethodDescriptorType))
     ):
         return 0

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import _warp
+from .buffers import buffers_of
 from .compare import Difference, compare_traces, reused, value_texts
 from .findings import KINDS, Allow, Finding, Report, make_finding
 from .params import Address, ArrayRef, Opaque, ParamKind, ParamSpec
@@ -670,8 +671,36 @@ def owned_by_producer(
             f"{len(kept)} buffer(s) Warp made for itself during the reference call and kept "
             f"({sum(a.nbytes for a in kept)} bytes, under {vias}) are used: Warp holds them, the owners need not"
         )
-    out.findings += ownership(captured, owned, held)
+    foreign = ownership(captured, owned, held)
+    if foreign:
+        foreign, cached = held_for_the_process(foreign)
+        if cached:
+            out.notes.append(cached)
+    out.findings += foreign
     return out
+
+
+def held_for_the_process(foreign: list[Finding]) -> tuple[list[Finding], str | None]:
+    """The ``foreign-buffer`` findings whose buffer none of Warp's process-wide caches holds,
+    and a note on those one does (warp.fem's quadrature formulas an earlier call made).
+
+    Warp made them for itself and keeps them for every later call, not the owners: a replay
+    finds them where it left them, as it finds those made during the reference call
+    (:func:`held_by_warp`). The caches are walked only when there is a foreign address.
+    """
+    caches = _warp.process_caches()
+    if not caches:
+        return foreign, None
+    cached = buffers_of(*(cache for _, cache in caches), root=[name for name, _ in caches])
+    kept = [f for f in foreign if cached.find(f.detail["address"], f.detail["bytes"]) is not None]
+    if not kept:
+        return foreign, None
+    where = ", ".join(name for name, _ in caches)
+    note = (
+        f"{len(kept)} buffer(s) Warp keeps for the process in {where} ({sum(f.detail['bytes'] for f in kept)} "
+        "bytes) are used: Warp holds them, the owners need not"
+    )
+    return [f for f in foreign if f not in kept], note
 
 
 # -- Before a replay -------------------------------------------------------------------------

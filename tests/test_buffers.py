@@ -172,9 +172,13 @@ def test_buffers_of_runs_no_user_code_and_consumes_no_iterator(cpu):
             calls.append(1)
             return iter([wp.zeros(1, dtype=float, device=cpu)])
 
+    class Numbers(collections.deque):  # an array-like (CuPy's): its items are numbers, never walked
+        __slots__ = ()
+        __cuda_array_interface__ = None
+
     kept = wp.zeros(1, dtype=float, device=cpu)
     generator = (a for a in [kept])
-    holder = [Lazy(), generator, iter([kept]), weakref.WeakKeyDictionary({kept: 1}), weakref.ref(kept)]
+    holder = [Lazy(), generator, iter([kept]), weakref.WeakKeyDictionary({kept: 1}), weakref.ref(kept), Numbers([kept])]
     assert len(gc.buffers_of(holder)) == 0 and not calls
     assert next(generator) is kept
 

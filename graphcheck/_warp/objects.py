@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 import types
 from collections.abc import Callable
 from typing import Any
@@ -427,6 +428,17 @@ def device_of_stream(handle: int | None) -> str | None:
             if stream_handle(stream) == handle:
                 return str(device)
     return None  # a stream the user made: the launch's own device argument says
+
+
+def process_caches() -> list[tuple[str, Any]]:
+    """``(name, cache)`` of Warp's own process-wide caches that keep device arrays made in one
+    call for every later call: warp.fem's quadrature formulas (their points and weights per
+    element, order and family, in ``RegularQuadrature.CachedFormula._cache``, which nothing in
+    Warp clears). Only those of Warp's modules already imported: none is imported here."""
+    module = sys.modules.get("warp._src.fem.quadrature.quadrature")
+    formula = getattr(getattr(module, "RegularQuadrature", None), "CachedFormula", None)
+    cache = getattr(formula, "_cache", None)
+    return [("warp.fem's quadrature cache", cache)] if isinstance(cache, dict) else []
 
 
 # --------------------------------------------------------------------------------------
