@@ -290,7 +290,7 @@ class AutoGuard:
         lines = [f"graphcheck: {guarded} guarded, {found}"]
         skipped: dict[str, list[str]] = {}
         for report in self.reports:
-            for check, reason in report.skipped:
+            for check, reason in report.not_run:
                 skipped.setdefault(check, []).append(reason)
         for check, reasons in skipped.items():
             # Where _HOW says how to run the check, the guard's own hint (for its API) gives way.

@@ -336,7 +336,7 @@ def github_annotations(report: Any) -> list[str]:
             text += f": {finding.values}"
         text += f"\n{finding.accept_line()}\n{finding.docs}"
         lines.append(f"::error {where}title={_escape_property(finding.kind)}::{_escape_data(text)}")
-    for check, reason in report.skipped:
+    for check, reason in report.not_run:
         title = _escape_property(f"graphcheck: {check} NOT checked")
         lines.append(f"::warning title={title}::{_escape_data(f'{report.name}: {reason}')}")
     lines.append(report.headline())

@@ -358,6 +358,10 @@ def allowances(allow: Iterable[Allow | str] | Allow | str | None) -> tuple[Allow
 #: A report's verdicts, from best to worst news for CI: what :attr:`Report.status` holds.
 STATUSES = ("passed", "partial", "not-checked", "failed")
 
+#: How a skipped check that cannot apply to the capture starts its reason (the graph
+#: cross-check of a CPU graph): it is said, but it does not make a report partial.
+NOT_APPLICABLE = "not applicable"
+
 
 class Report:
     """The verdict on one capture site.
@@ -372,7 +376,9 @@ class Report:
         operations: how many operations the captured call issued.
         checks: the checks that ran (``"compare"``, ``"allocations"``, ``"ownership"``,
             ``"graph"``, ``"replay"``...).
-        skipped: the checks that did not run, each as ``(check, reason)``.
+        skipped: the checks that did not run, each as ``(check, reason)``; a reason that
+            starts with ``"not applicable"`` names a check that cannot apply here (the graph
+            cross-check of a CPU capture), which does not make the report partial.
         notes: anything else worth knowing.
     """
 
@@ -407,14 +413,20 @@ class Report:
         self.notes: tuple[str, ...] = tuple(notes)
 
     @property
+    def not_run(self) -> tuple[tuple[str, str], ...]:
+        """The :attr:`skipped` checks that could have run here and did not (those not
+        ``"not applicable"``): what makes a report partial."""
+        return tuple(entry for entry in self.skipped if not entry[1].startswith(NOT_APPLICABLE))
+
+    @property
     def status(self) -> str:
         """``"failed"`` (findings), ``"not-checked"`` (no check ran), ``"partial"`` (some
-        checks did not run: see :attr:`skipped`) or ``"passed"``."""
+        checks that apply did not run: see :attr:`not_run`) or ``"passed"``."""
         if self.findings:
             return "failed"
         if not self.checks:
             return "not-checked"
-        return "partial" if self.skipped else "passed"
+        return "partial" if self.not_run else "passed"
 
     @property
     def ok(self) -> bool:
@@ -453,7 +465,7 @@ class Report:
             return f"graphcheck: {count} finding{'s' if count != 1 else ''} in {what}{on} ({operations})"
         extra = f", {len(self.suppressed)} allowed" if self.suppressed else ""
         if status == "partial":
-            missing = ", ".join(dict.fromkeys(check for check, _ in self.skipped))
+            missing = ", ".join(dict.fromkeys(check for check, _ in self.not_run))
             return f"graphcheck: no findings in {what}{on} ({operations}{extra}), but NOT checked: {missing}"
         return f"graphcheck: {what} is replay-safe{on} ({operations}{extra})"
 

@@ -32,7 +32,7 @@ from .buffers import BufferSet
 from .checked import CheckedGraph, owned_buffers
 from .config import disabled_by_environment
 from .fallback import Fallback, on_failure_with
-from .findings import Report, act
+from .findings import NOT_APPLICABLE, Report, act
 from .graph import GraphMatch, read_match
 from .options import CaptureOptions
 from .record import LaunchTrace, keep_hooks, trace_launches
@@ -86,6 +86,8 @@ def judge(
             outcome += crosscheck.check(match, allow_foreign_nodes=options.allow_foreign_nodes).outcome()
     elif not device.startswith("cpu"):
         outcome.skipped.append(("graph", "the captured CUDA graph could not be read: its nodes were not cross-checked"))
+    else:  # a CPU graph has no nodes to read: said, without making the report partial
+        outcome.skipped.append(("graph", f"{NOT_APPLICABLE} on cpu"))
     return outcome.report(allow=options.allow, name=name, device=device, operations=len(user)), match
 
 

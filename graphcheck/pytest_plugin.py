@@ -176,7 +176,7 @@ class _SessionRecord:
             line += " (" + ", ".join(f"{kind}: {count}" for kind, count in totals["kinds"].items()) + ")"
         if totals["allowed"]:
             line += f", {totals['allowed']} allowed"
-        partial = Counter(check for v in self.validations for check, _ in v.report.skipped)
+        partial = Counter(check for v in self.validations for check, _ in v.report.not_run)
         if partial:
             line += "; NOT checked: " + ", ".join(f"{check} in {n}" for check, n in partial.items())
         return line

@@ -666,3 +666,16 @@ def test_an_unused_extra_temporary_does_not_shift_the_one_used():
 
     sim = Extra(DEVICE)
     assert gc.capture(sim.step, device=DEVICE, owners=(sim,)).report.ok
+
+
+def test_on_the_cpu_the_graph_cross_check_is_said_not_applicable_and_the_verdict_stays_passed():
+    sim = P.DeviceCounter(DEVICE)
+    checked = gc.capture(sim.step, device=DEVICE, owners=(sim,))
+    report = checked.report
+    assert report.status == "passed" and report.ok, str(report)
+    assert ("graph", "not applicable on cpu") in report.skipped and not report.not_run
+    assert "NOT checked: graph: not applicable on cpu" in report.text().splitlines()
+    assert {"check": "graph", "reason": "not applicable on cpu"} in json.loads(report.to_json())["skipped"]
+    assert "replay-safe" in report.headline()
+    # The verdict is a claim: replayed, the graph computes what eager stepping does.
+    assert gc.verify_replay(P.DeviceCounter, steps=3, device=DEVICE).ok

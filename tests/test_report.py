@@ -54,13 +54,18 @@ def test_a_capture_without_reference_call_is_partial_and_says_which_check_did_no
     text = str(report)
     assert "checked: allocations, ownership" in text
     assert "NOT checked: compare: no reference call" in text
-    assert report.to_dict()["skipped"] == [{"check": "compare", "reason": dict(report.skipped)["compare"]}]
+    assert report.to_dict()["skipped"] == [
+        {"check": "compare", "reason": dict(report.skipped)["compare"]},
+        {"check": "graph", "reason": "not applicable on cpu"},
+    ]
+    assert report.not_run == (("compare", dict(report.skipped)["compare"]),)
+    assert report.headline().endswith("but NOT checked: compare")
 
 
 def test_a_full_validation_passes():
     sim = P.DeviceCounter(DEVICE)
     checked = gc.capture(sim.step, device=DEVICE, owners=(sim,))
-    assert checked.report.status == "passed" and checked.ok and not checked.report.skipped
+    assert checked.report.status == "passed" and checked.ok and not checked.report.not_run
 
 
 def test_a_partial_report_does_not_raise():
