@@ -56,15 +56,19 @@ def _kind_of(diff: Difference) -> str:
     return "scalar-drift"
 
 
-def _where(diff: Difference) -> str:
+#: What a capture is compared with, as the findings name it: an eager reference call, or
+#: (at a site validated before) the capture that was validated.
+REFERENCE_CALL = "the reference call"
+VALIDATED_CAPTURE = "the validated capture"
+
+
+def _where(diff: Difference, against: str) -> str:
     if diff.where_a and diff.where_b:
         # Both addresses are in owned buffers: name them, by the names the owners give
         # them after the capture (a swapped buffer has changed names since).
-        return (
-            f"{diff.where_a} in the reference call, {diff.where_b} captured (buffers named as the owners hold them now)"
-        )
+        return f"{diff.where_a} in {against}, {diff.where_b} captured (buffers named as the owners hold them now)"
     left, right, delta = value_texts(diff.value_a, diff.value_b, diff.where_a, diff.where_b)
-    return f"{left} in the reference call, {right} captured" + (f" (Δ {delta})" if delta else "")
+    return f"{left} in {against}, {right} captured" + (f" (Δ {delta})" if delta else "")
 
 
 def drift(
@@ -75,8 +79,10 @@ def drift(
     strict: bool = False,
     notes: list[str] | None = None,
     first_call: str | None = None,
+    against: str = REFERENCE_CALL,
 ) -> list[Finding]:
-    """Findings for every way the captured call differs from the reference call.
+    """Findings for every way the captured call differs from the reference call (or from
+    what ``against`` names: the validated capture).
 
     Temporaries the two calls made are matched by allocation order, not by address; an
     argument that points into a buffer :func:`allocations` reports is left to it.
@@ -93,7 +99,7 @@ def drift(
 
     def flush_run() -> None:
         if run:
-            findings.append(_sequence_finding(run, first_call))
+            findings.append(_sequence_finding(run, against, first_call))
             run.clear()
 
     for diff in diffs:
@@ -104,7 +110,7 @@ def drift(
             continue
         flush_run()
         if diff.what == "kernel":
-            findings.append(_sequence_finding([diff]))
+            findings.append(_sequence_finding([diff], against))
             continue
         if diff.is_array and _in_reported_allocation(diff, captured, buffers, strict):
             continue  # the per-call allocation is the cause; allocations() reports it
@@ -118,7 +124,7 @@ def drift(
             findings.append(key)
         groups[key].append(diff)
     flush_run()
-    return [f if isinstance(f, Finding) else _drift_finding(groups[f]) for f in findings]
+    return [f if isinstance(f, Finding) else _drift_finding(groups[f], against) for f in findings]
 
 
 def first_call_shaped(diffs: list[Difference]) -> bool:
@@ -157,19 +163,19 @@ def _adjacent(a: Difference, b: Difference) -> bool:
     return a.index_b is not None and b.index_b == a.index_b + 1
 
 
-def _drift_finding(group: list[Difference]) -> Finding:
+def _drift_finding(group: list[Difference], against: str) -> Finding:
     first = group[0]
     record = first.record
     kind = _kind_of(first)
     values = (
-        _where(first)
+        _where(first, against)
         if kind not in ("dim-drift", "stream-drift")
-        else (f"{first.value_a!r} in the reference call, {first.value_b!r} captured")
+        else (f"{first.value_a!r} in {against}, {first.value_b!r} captured")
     )
     args = list(dict.fromkeys(d.arg for d in group))
     operations = list(dict.fromkeys(d.index_b for d in group))
     if kind == "buffer-drift" and len(args) > 1:
-        values = "; ".join(f"{d.arg}: {_where(d)}" for d in group if d.index_b == first.index_b)
+        values = "; ".join(f"{d.arg}: {_where(d, against)}" for d in group if d.index_b == first.index_b)
     if len(operations) > 1:
         values += f"; and in {len(operations) - 1} more operation{'s' if len(operations) > 2 else ''}"
     arg = (
@@ -198,7 +204,7 @@ def _per_argument(group: list[Difference]) -> dict[str, Any]:
                                 "captured buffer": d.where_b} for arg, d in arrays.items()}}  # fmt: skip
 
 
-def _sequence_finding(run: list[Difference], first_call: str | None = None) -> Finding:
+def _sequence_finding(run: list[Difference], against: str, first_call: str | None = None) -> Finding:
     first = run[0]
     if first.what == "kernel":
         assert first.record_a is not None and first.record_b is not None
@@ -208,13 +214,13 @@ def _sequence_finding(run: list[Difference], first_call: str | None = None) -> F
             return _recompiled(first)
         return make_finding(
             "launch-sequence-drift",
-            f"{first.record_b.kernel} where the reference call issued {first.record_a.kernel}",
+            f"{first.record_b.kernel} where {against} issued {first.record_a.kernel}",
             kernel=first.record_b.kernel,
             index=first.index_b,
             site=first.record_b.site,
             reference=first.record_a.kernel,
             captured=first.record_b.kernel,
-            values=f"{first.record_a.kernel} in the reference call ({first.record_a.site.short}), "
+            values=f"{first.record_a.kernel} in {against} ({first.record_a.site.short}), "
             f"{first.record_b.kernel} captured",
         )
     record = first.record
@@ -225,7 +231,7 @@ def _sequence_finding(run: list[Difference], first_call: str | None = None) -> F
         what = f"{ops} issued only by the captured call, starting with {record.kernel}"
         index = first.index_b
     else:
-        what = f"{ops} issued only by the reference call, starting with {record.kernel}"
+        what = f"{ops} issued only by {against}, starting with {record.kernel}"
         index = first.index_a
     return make_finding(
         "launch-sequence-drift",
@@ -621,13 +627,15 @@ VALIDATED_BEFORE = "validated before in this process (revalidate=True runs it ag
 
 def comparison(
     reference: LaunchTrace | None, captured: LaunchTrace, owned: BufferSet | None, *, strict: bool,
-    validated_before: bool, first_call: str | None = None,
+    validated_before: bool, first_call: str | None = None, against: str = REFERENCE_CALL,
 ) -> Outcome:  # fmt: skip
-    """The eager reference call against the captured call (:func:`drift`; ``first_call``:
-    what to say of operations only one call issued that look like first-call work)."""
+    """The eager reference call (or ``against``: the validated capture) against the captured
+    call (:func:`drift`; ``first_call``: what to say of operations only one call issued that
+    look like first-call work)."""
     if reference is not None:
         uncompared: list[str] = []  # conditional bodies the reference call did not run
-        found = drift(reference, captured, owned, strict=strict, notes=uncompared, first_call=first_call)
+        found = drift(reference, captured, owned, strict=strict, notes=uncompared, first_call=first_call,
+                      against=against)  # fmt: skip
         return Outcome(found, ["compare"], [("compare", why) for why in uncompared])
     if validated_before:
         return Outcome(skipped=[("compare", VALIDATED_BEFORE), ("ownership", VALIDATED_BEFORE)])

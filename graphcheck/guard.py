@@ -52,6 +52,7 @@ def judge(
     name: str,
     device: str,
     validated_before: bool = False,
+    against: str = checks.REFERENCE_CALL,
 ) -> tuple[Report, GraphMatch | None]:
     """The verdict on one recorded capture: the pipeline after recording, stage by stage.
 
@@ -64,6 +65,8 @@ def judge(
         name: the site's name in the report.
         device: the capture device.
         validated_before: the site passed before and was not compared again.
+        against: what ``reference`` is, as findings name it: the reference call, or the
+            capture validated before at this site.
 
     Returns:
         The report, and on CUDA the graph's nodes matched to ``trace`` (None when not read).
@@ -73,7 +76,7 @@ def judge(
     # With warmup=None a drift is settled by one more eager call (GraphGuard._retry), not by advice.
     first_call = checks.first_call_fix(options.warmup) if options.warmup is not None else None
     outcome = checks.comparison(reference, user, owned, strict=strict, validated_before=validated_before,
-                                first_call=first_call)  # fmt: skip
+                                first_call=first_call, against=against)  # fmt: skip
     outcome += checks.host_rules(user, owned, strict=strict, device=device)
     outcome += checks.owned_by_producer(user, owned, reference, validated_before=validated_before)
     match = None
@@ -303,10 +306,10 @@ class GraphGuard:
             and validated.buffers is not None
             and validated.buffers == _signature(owned_buffers(self._owners))
         ):
-            # Validated before, and the owners hold the very same buffers: this capture
-            # bakes what the validated one did. Record nothing: a plain capture.
+            # Validated before, and the owners hold the very same buffers: the reference
+            # call is skipped, never the comparison. The capture is recorded and compared
+            # with the capture that was validated (see _judge_reused).
             self._reused = validated
-            return self._start_capture()
         if self.reference is not None and validated is None:
             for _ in range(self.options.warmup or 0):  # work only the first calls do, unrecorded
                 self.reference()
@@ -364,10 +367,10 @@ class GraphGuard:
                                  skipped=[("all checks", "checking disabled by GRAPHCHECK_DISABLE")])  # fmt: skip
             self.checked = self._checked(list, None, None)
             return False
-        if self._reused is not None and capture_error is None:
-            self._judge_reused(self._reused)
-            return False
-        self._judge(trace if trace is not None else LaunchTrace(), capture_error)
+        if self._reused is not None and capture_error is None and trace is not None:
+            self._judge_reused(self._reused, trace)
+        else:
+            self._judge(trace if trace is not None else LaunchTrace(), capture_error)
         try:
             act(self.report, on_failure_with(self.options.on_failure, self.options.fallback))
         except Exception as error:
@@ -445,15 +448,33 @@ class GraphGuard:
         self._reference_trace, self.report = again, report
         return owned_again, match_again
 
-    def _judge_reused(self, reused: _Validated) -> None:
-        note = (
-            "validated before in this process, and the owners hold the same buffers: nothing was recorded"
-            " (revalidate=True checks again)"
-        )
-        self.report = Report(name=self.name, device=self.device, operations=reused.report.operations,
-                             checks=["validated before"], notes=[note])  # fmt: skip
+    def _judge_reused(self, reused: _Validated, trace: LaunchTrace) -> None:
+        """The verdict at a site validated before whose owners hold the same buffers: no
+        reference call ran, and the capture is compared with the capture that was validated
+        (``passed`` only when they are the same), then checked as any capture is."""
         earlier = reused.graph()
-        self.checked = self._checked(lambda: earlier.baked if earlier is not None else [], None, None)
+        validated = earlier.trace if earlier is not None else None
+        if validated is None:  # the validated graph is gone: nothing to compare with
+            self._judge(trace, None)
+            return
+        owned = self._owned_after()
+        self.report, match = judge(validated, trace, owned, self.graph, self.options, name=self.name,
+                                   device=self.device, against=checks.VALIDATED_CAPTURE)  # fmt: skip
+        note = (
+            "validated before in this process, and the owners hold the same buffers: no reference call ran; the "
+            "capture was compared with the capture that was validated (revalidate=True runs a reference call)"
+        )
+        self.report.notes = (note, *self.report.notes)
+        same = not (self.report.findings or self.report.suppressed)
+        if not same and self._key is not None:
+            _validated.pop(self._key[0], None)  # it no longer issues what was validated: validate in full next time
+
+        def baked() -> list[Any]:
+            # The same operations on the same buffers bake the validated graph's addresses.
+            return earlier.baked if same else baked_addresses(trace, trace.user_view(), owned, match)
+
+        self.checked = self._checked(baked, trace, match)
+        self.checked.eager_calls = self.eager_calls
 
     def _owned_after(self) -> BufferSet | None:
         """The owners' buffers once the block ended: the one walk of the owners a capture

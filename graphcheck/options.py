@@ -58,9 +58,9 @@ class CaptureOptions:
         replay_check: when :meth:`CheckedGraph.launch` checks the baked addresses:
             ``"always"`` (every launch; a full check only when the owners' baked arrays
             changed), ``"first"`` (the first launch only) or ``"never"``.
-        revalidate: validate again a site that passed before in this process (by default
-            a second capture at the same place, of the same buffers, skips the reference
-            call and the comparison).
+        revalidate: validate again, reference call and all, a site that passed before in
+            this process (by default a second capture at the same place, of the same
+            buffers, skips the reference call and is compared with the validated capture).
         allow_foreign_nodes: on CUDA, accept graph nodes no Warp operation made (work of
             other libraries captured in the block).
         strict_ownership: report every buffer made during the call as a

@@ -227,8 +227,9 @@ def test_a_site_validated_before_skips_the_reference_call():
     assert len(calls) == 2 and "compare" in first.report.checks
     second = validate()
     assert len(calls) == 3, "only the capture ran"
-    assert "compare" not in second.report.checks and second.ok
-    assert "validated before" in second.report.notes[0]
+    # The reference call is skipped, never the comparison: with the capture that was validated.
+    assert "compare" in second.report.checks and second.ok
+    assert "compared with the capture that was validated" in second.report.notes[0]
     third = gc.capture(step, device=DEVICE, owners=(sim,), revalidate=True)
     assert len(calls) == 5 and "compare" in third.report.checks
 
@@ -382,7 +383,7 @@ def test_two_foreign_buffers_are_a_buffer_drift():
     assert difference.arg == "y" and "foreign" in (difference.where_a or "")
 
 
-def test_a_validated_site_with_the_same_buffers_records_nothing_but_still_checks_replays():
+def test_a_validated_site_with_the_same_buffers_compares_with_the_validated_capture_and_checks_replays():
     sim = P.ReassignedAfterCapture(DEVICE)
 
     def validate():
@@ -390,7 +391,7 @@ def test_a_validated_site_with_the_same_buffers_records_nothing_but_still_checks
 
     first = validate()
     again = validate()
-    assert again.trace is None and again.report.checks == ("validated before",)
+    assert again.trace is not None and "compare" in again.report.checks and again.ok
     assert "the owners hold the same buffers" in again.report.notes[0]
     again.launch()
     sim.after_capture()  # the producer reassigns a buffer the new graph uses
@@ -679,3 +680,80 @@ def test_on_the_cpu_the_graph_cross_check_is_said_not_applicable_and_the_verdict
     assert "replay-safe" in report.headline()
     # The verdict is a claim: replayed, the graph computes what eager stepping does.
     assert gc.verify_replay(P.DeviceCounter, steps=3, device=DEVICE).ok
+
+
+class FollowsHostGain(P.Producer):
+    """A scalar that follows host state the step itself leaves alone (a gain the user sets)."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.gain = 1
+
+    def step(self):
+        self.launch(K.counter_step, [self.x, self.gain])
+
+
+class FollowsHostSubsteps(P.Producer):
+    """A launch count that follows host state the step itself leaves alone."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.substeps = 1
+
+    def step(self):
+        for _ in range(self.substeps):
+            self.launch(K.counter_step, [self.x, 1])
+
+
+def test_a_validated_site_whose_new_capture_bakes_another_scalar_is_not_passed():
+    sim, twin = FollowsHostGain(DEVICE), FollowsHostGain(DEVICE)
+
+    def validate():  # one site: this line
+        return gc.capture(sim.step, device=DEVICE, owners=(sim,), on_failure="ignore")
+
+    assert validate().ok
+    twin.step()
+    sim.gain = twin.gain = 2
+    again = validate()  # no reference call: compared with the capture that was validated
+    twin.step()
+    assert again.report.status == "failed" and set(again.report.kinds()) == {"scalar-drift"}, str(again.report)
+    (finding,) = again.report.findings
+    assert finding.values.startswith("1 in the validated capture, 2 captured")
+    assert "compared with the capture that was validated" in again.report.notes[0]
+    # The claim: the graph follows host state. Once the host changes it again, replay and eager differ.
+    sim.gain = twin.gain = 3
+    again.launch()
+    twin.step()
+    assert not np.array_equal(sim.x.numpy(), twin.x.numpy())
+    # The site is forgotten: the next capture is validated in full, reference call and all.
+    third = validate()
+    assert third.ok and not any("validated capture" in n for n in third.report.notes), str(third.report)
+
+
+def test_a_validated_site_reports_the_new_captures_operation_count():
+    sim = FollowsHostSubsteps(DEVICE)
+
+    def validate():
+        return gc.capture(sim.step, device=DEVICE, owners=(sim,), on_failure="ignore")
+
+    assert validate().report.operations == 1
+    sim.substeps = 3
+    again = validate()
+    assert again.report.operations == 3 and set(again.report.kinds()) == {"launch-sequence-drift"}, str(again.report)
+    assert "issued only by the captured call" in again.report.findings[0].message
+
+
+def test_a_validated_site_that_captures_the_same_replays_like_an_eager_twin():
+    sim, twin = P.DeviceCounter(DEVICE), P.DeviceCounter(DEVICE)
+
+    def validate():
+        return gc.capture(sim.step, device=DEVICE, owners=(sim,))
+
+    validate()
+    twin.step()
+    again = validate()
+    assert again.ok and "compare" in again.report.checks and again.report.operations == 1
+    for _ in range(3):
+        again.launch()
+        twin.step()
+    np.testing.assert_array_equal(sim.x.numpy(), twin.x.numpy())
