@@ -529,7 +529,7 @@ def _check_by_values(factory: Any, args: argparse.Namespace, settings: Any, devi
         report = Report(report.findings + report.suppressed, allow=settings.allow, name=report.name,
                         device=report.device, operations=report.operations, checks=report.checks,
                         skipped=report.skipped, notes=report.notes)  # fmt: skip
-    _emit([(flag.removeprefix("--"), report)], args)
+    _emit([(flag.removeprefix("--"), report)], args, checking=_checking())
     return _code(report.status, args.strict)
 
 

@@ -36,6 +36,10 @@ __all__ = ["ConfigError", "Settings", "disabled_by_environment", "find_pyproject
 KEYS = ("allow", "replay_check", "on_failure", "strict_ownership", "device")
 
 
+#: Why a report checked nothing while ``GRAPHCHECK_DISABLE`` is set: its ``skipped`` entry.
+DISABLED = ("all checks", "checking disabled by GRAPHCHECK_DISABLE")
+
+
 def disabled_by_environment() -> bool:
     """Whether ``GRAPHCHECK_DISABLE`` turns checking off: only 1, true, yes or on (any case)
     do; any other value, ``0`` and ``false`` included, leaves checking on."""

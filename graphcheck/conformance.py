@@ -28,7 +28,7 @@ from .buffers import BufferSet, arrays_of, buffers_of
 from .findings import Finding, Report, act, check_on_failure, make_finding
 from .operations import LaunchRecord
 from .record import LaunchTrace, trace_launches
-from .values import build, check_arguments, check_values, resolve_device, step_of
+from .values import build, check_arguments, check_values, not_checked, resolve_device, step_of
 
 __all__ = ["check_producer"]
 
@@ -60,7 +60,8 @@ def check_producer(
         on_failure: ``"raise"``, ``"warn"``, ``"log"`` or ``"ignore"``.
 
     Returns:
-        One :class:`Report` with a finding per cause.
+        One :class:`Report` with a finding per cause; ``"not-checked"``, with nothing built
+        or run, while ``GRAPHCHECK_DISABLE`` is set.
 
     Raises:
         GraphCheckError: with ``on_failure="raise"``, when the producer does not conform.
@@ -73,7 +74,9 @@ def check_producer(
     if calls < 2:
         raise ValueError(f"calls must be at least 2 to compare calls with the first, got {calls}")
     device = resolve_device(device)
-    report = _check(make, calls, device, method)
+    report = not_checked(make, method, device)
+    if report is None:
+        report = _check(make, calls, device, method)
     act(report, on_failure)
     return report
 

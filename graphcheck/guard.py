@@ -30,7 +30,7 @@ from . import _warp, checks, crosscheck
 from ._cuda import GraphInspectError
 from .buffers import BufferSet
 from .checked import CheckedGraph, owned_buffers
-from .config import disabled_by_environment
+from .config import DISABLED, disabled_by_environment
 from .fallback import Fallback, on_failure_with
 from .findings import NOT_APPLICABLE, Report, act
 from .graph import GraphMatch, read_match
@@ -363,8 +363,7 @@ class GraphGuard:
                 return False  # the user's own exception propagates unchanged
             capture_error = exc
         if not self.enabled:
-            self.report = Report(name=self.name, device=self.device,
-                                 skipped=[("all checks", "checking disabled by GRAPHCHECK_DISABLE")])  # fmt: skip
+            self.report = Report(name=self.name, device=self.device, skipped=[DISABLED])
             self.checked = self._checked(list, None, None)
             return False
         if self._reused is not None and capture_error is None and trace is not None:

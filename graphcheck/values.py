@@ -25,6 +25,7 @@ import numpy as np
 
 from . import _warp
 from .buffers import arrays_of
+from .config import DISABLED, disabled_by_environment
 from .findings import Finding, Report, act, check_on_failure, make_finding
 from .guard import capture, check_device
 from .site import Site
@@ -275,6 +276,16 @@ class Twins:
 # -- the check -----------------------------------------------------------------------------
 
 
+def not_checked(make: Callable[..., Any], method: str, device: str) -> Report | None:
+    """With ``GRAPHCHECK_DISABLE`` set, the not-checked report of a value check that then
+    builds and runs nothing (a producer built twice and stepped apart would prove nothing);
+    else None."""
+    if not disabled_by_environment():
+        return None
+    name = getattr(make, "__qualname__", None) or type(make).__name__
+    return Report(name=f"{name}.{method}", device=device, skipped=[DISABLED])
+
+
 def check_values(make: Callable[..., Any], steps: int, device: str, method: str, atol: float, rtol: float) -> Report:
     """The structural report of the capture, with a ``replay-divergence`` finding per buffer that
     differed at the first step where any did (see :func:`verify_replay`); acts on nothing."""
@@ -364,7 +375,8 @@ def verify_replay(
         on_failure: ``"raise"``, ``"warn"``, ``"log"`` or ``"ignore"``.
 
     Returns:
-        The :class:`Report`: the capture's checks, the replay check and ``"values"``.
+        The :class:`Report`: the capture's checks, the replay check and ``"values"``;
+        ``"not-checked"``, with nothing built or run, while ``GRAPHCHECK_DISABLE`` is set.
 
     Raises:
         GraphCheckError: with ``on_failure="raise"``, when the replay diverges or the capture has findings.
@@ -380,7 +392,10 @@ def verify_replay(
             f"steps must be at least 2: step 1 is the captured producer's reference call, replays start at "
             f"step 2; got {steps}"
         )
-    report = check_values(make, steps, resolve_device(device), method, atol, rtol)
+    device = resolve_device(device)
+    report = not_checked(make, method, device)
+    if report is None:
+        report = check_values(make, steps, device, method, atol, rtol)
     act(report, on_failure)
     return report
 

@@ -347,6 +347,18 @@ def test_disabled_checking_says_not_checked_everywhere(factories, tmp_path):
     )
 
 
+def test_disabled_value_checks_are_a_plain_not_checked_run_with_exit_0(factories):
+    off = {"GRAPHCHECK_DISABLE": "1"}
+    for flag in ("--values", "--conformance"):
+        for target in ("myfactories:safe", "myfactories:unsafe"):
+            result = graphcheck_env("check", target, flag, "--device", "cpu", env=off, cwd=factories)
+            assert result.returncode == 0, result.stdout + result.stderr
+            assert "NOT checked" in result.stdout and "deterministic" not in result.stderr, result.stdout
+            assert "checking disabled by GRAPHCHECK_DISABLE" in result.stdout
+        document = json.loads(graphcheck_env("check", "myfactories:safe", flag, "--json", env=off, cwd=factories).stdout)
+        assert document["status"] == "not-checked" and document["checking"] is False
+
+
 def test_run_without_reference_call_says_what_it_did_not_check_and_strict_fails(tmp_path):
     step = 'wp.launch(add, dim=8, inputs=[self.x, self.v], device="cpu")'
     script = str(write_script(tmp_path, step))

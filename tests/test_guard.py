@@ -711,7 +711,8 @@ def test_a_validated_site_whose_new_capture_bakes_another_scalar_is_not_passed()
     def validate():  # one site: this line
         return gc.capture(sim.step, device=DEVICE, owners=(sim,), on_failure="ignore")
 
-    assert validate().ok
+    first = validate()  # kept: the shortcut needs the validated graph alive
+    assert first.ok
     twin.step()
     sim.gain = twin.gain = 2
     again = validate()  # no reference call: compared with the capture that was validated
@@ -736,7 +737,8 @@ def test_a_validated_site_reports_the_new_captures_operation_count():
     def validate():
         return gc.capture(sim.step, device=DEVICE, owners=(sim,), on_failure="ignore")
 
-    assert validate().report.operations == 1
+    first = validate()  # kept: the shortcut needs the validated graph alive
+    assert first.report.operations == 1
     sim.substeps = 3
     again = validate()
     assert again.report.operations == 3 and set(again.report.kinds()) == {"launch-sequence-drift"}, str(again.report)
@@ -749,10 +751,11 @@ def test_a_validated_site_that_captures_the_same_replays_like_an_eager_twin():
     def validate():
         return gc.capture(sim.step, device=DEVICE, owners=(sim,))
 
-    validate()
+    first = validate()  # kept: the shortcut needs the validated graph alive
     twin.step()
     again = validate()
     assert again.ok and "compare" in again.report.checks and again.report.operations == 1
+    assert "compared with the capture that was validated" in again.report.notes[0] and first.ok
     for _ in range(3):
         again.launch()
         twin.step()

@@ -11,7 +11,7 @@ import warp as wp
 
 import graphcheck as gc
 from graphcheck.values import compare
-from tests import value_producers as P
+from tests import producers as corpus, value_producers as P
 
 DEVICE = "cpu"
 
@@ -214,3 +214,21 @@ def test_an_array_only_eager_stepping_makes_is_a_divergence():
     (finding,) = report.findings
     assert finding.detail["step"] == 3 and finding.detail["buffer"] == "producer.history"
     assert "float32[4] on cpu stepping eagerly, no array replayed" in finding.message
+
+
+@pytest.mark.parametrize("check", ["verify_replay", "check_producer"])
+def test_with_checking_disabled_a_value_check_builds_nothing_and_says_not_checked(check, monkeypatch):
+    built = []
+
+    def make(device=None):
+        built.append(1)
+        return corpus.DeviceCounter(device or DEVICE)
+
+    monkeypatch.setenv("GRAPHCHECK_DISABLE", "1")
+    report = getattr(gc, check)(make, device=DEVICE)  # on_failure="raise": nothing to raise
+    assert report.status == "not-checked" and not report.ok and not built
+    assert report.skipped == (("all checks", "checking disabled by GRAPHCHECK_DISABLE"),)
+    assert "NOT checked" in report.headline() and "make.step" in report.headline()
+    # Checking on again, the same producer passes by values: replay equals eager stepping.
+    monkeypatch.delenv("GRAPHCHECK_DISABLE")
+    assert getattr(gc, check)(make, device=DEVICE).ok
