@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import subprocess
 from pathlib import Path
 
 import nox
@@ -90,6 +91,19 @@ def gpu(session: nox.Session) -> None:
     available = session.run("python", "-c", probe, silent=True)
     if not available or available.strip().splitlines()[-1] != "1":
         session.skip("no CUDA device visible to Warp: tests_gpu/ needs one")
-    session.run("python", "tests_gpu/probe.py")  # what the driver answers, printed; fails on a mismatch
-    session.run("python", "-m", "pytest", "tests_gpu", "-v", *session.posargs)
+    # The probe prints what the driver answers and exits 1 on a mismatch. One GPU run should
+    # tell everything: the probe, the whole of tests_gpu and the benchmark run whatever the
+    # others say, and the session fails at the end if the probe or a test failed.
+    python = str(Path(session.bin) / "python")
+    failed = []
+    for what, command in (
+        ("tests_gpu/probe.py", [python, "tests_gpu/probe.py"]),
+        ("pytest tests_gpu", [python, "-m", "pytest", "tests_gpu", "-v", *session.posargs]),
+    ):
+        session.log(" ".join(command[1:]))
+        status = subprocess.call(command)
+        if status:
+            failed.append(f"{what} exited {status}")
     session.run("python", "-m", "benchmarks.run", "graph")
+    if failed:
+        session.error("; ".join(failed) + " (the probe's MISMATCH lines and pytest's failures are above)")

@@ -43,6 +43,10 @@ __all__ = [
     "memset_from_params",
 ]
 
+#: More parameters than a kernel can take (CUDA allows 32764 bytes of them): a driver
+#: answering past this many is not describing a kernel.
+_MAX_PARAMS = 32768
+
 #: First driver versions that answer a question (``cuDriverGetVersion`` numbering).
 FUNCTION_NAMES = 12030
 PARAM_LAYOUTS = 12040
@@ -327,7 +331,7 @@ class Reader:
         name = "cuKernelGetParamInfo" if is_kernel else "cuFuncGetParamInfo"
         target = driver.CUkernel(handle) if is_kernel else driver.CUfunction(handle)
         layout: list[tuple[int, int]] = []
-        while True:
+        while len(layout) <= _MAX_PARAMS:
             try:
                 err, out = _ask(driver, self.version, name, target, len(layout))
             except GraphInspectError as error:
@@ -337,6 +341,8 @@ class Reader:
             if err != driver.CUresult.CUDA_SUCCESS:
                 return None, f"{name} failed: {_sentence(driver, err)}"
             layout.append((int(out[0]), int(out[1])))
+        else:
+            return None, f"{name} answered past {_MAX_PARAMS} parameters for function {handle:#x}"
         if not layout:
             # Every Warp kernel has at least its launch bounds: no parameter at all means
             # the driver cannot describe this function, not that it takes none.

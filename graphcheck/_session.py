@@ -386,15 +386,24 @@ class Session:
 
     def before_cuda_op(self, record: LaunchRecord, stream: int | None) -> None:
         """Before a CUDA operation is enqueued: where does the capture stand?"""
-        if stream and _warp.stream_is_capturing(stream):
-            from . import _cuda
+        if not stream:
+            return
+        if not _warp.stream_is_capturing(stream):
+            # Outside the capture: before or after one, while the user paused it, or on a
+            # stream it does not record while the device captures on another (Warp sends
+            # zero_, fill_ and its native helpers to the current stream, which
+            # wp.ScopedCapture(stream=s) does not change): then it runs now, once.
+            capturing = _warp.capturing_streams(record.device)
+            record.uncaptured = capturing[0] if capturing else 0
+            return
+        from . import _cuda
 
-            try:
-                state = _cuda.capture_state(stream)
-            except _cuda.GraphInspectError:
-                return  # the cross-check will say the operation was not matched; never break the capture
-            if state is not None:
-                record.capture = CaptureSpan(state[0], state[1], state[1])  # nothing added yet
+        try:
+            state = _cuda.capture_state(stream)
+        except _cuda.GraphInspectError:
+            return  # the cross-check will say the operation was not matched; never break the capture
+        if state is not None:
+            record.capture = CaptureSpan(state[0], state[1], state[1])  # nothing added yet
 
     def after_cuda_op(self, record: LaunchRecord, stream: int | None) -> None:
         """After a CUDA operation was enqueued: the nodes it added lie between where the
@@ -475,7 +484,9 @@ class Session:
 
     def on_native(self, original: Callable[..., Any], name: str, on_device: bool, args: tuple[Any, ...]) -> Any:
         code, lasti, via, internal = _caller(sys._getframe(2), name)
-        device = _warp.get_device(None if on_device else "cpu")
+        # A device helper runs on the current CUDA context's current stream (Warp's
+        # WP_CURRENT_STREAM), which need not be the default device's.
+        device = _warp.current_cuda_device() if on_device else _warp.get_device("cpu")
         handle = _warp.device_stream_handle(device)  # None for a host helper
         record = LaunchRecord(
             "native", name, False, None, _warp.native_args(name, args), str(device), 0, 0,
@@ -489,7 +500,11 @@ class Session:
         """``wp.capture_if`` / ``wp.capture_while``: one record, and its body's operations nested."""
         code, lasti, via, internal = _caller(sys._getframe(2), name)
         device = getattr(condition, "device", None)
-        handle = _warp.device_stream_handle(device) if device is not None else None
+        # Warp inserts the conditional on the stream= it is given, else the device's current one.
+        stream = _conditional_stream(name, args, kwargs)
+        handle = _warp.stream_handle(stream) if stream is not None else None
+        if handle is None and device is not None:
+            handle = _warp.device_stream_handle(device)
         record = LaunchRecord(
             "conditional", f"wp.{name}", False, None, {"condition": _array_ref(condition)},
             str(device) if device is not None else "?", 0, 0, handle, code, lasti, via, internal, next(_sequence),
@@ -541,6 +556,12 @@ class Session:
 
 # The parameters of wp.capture_if / capture_while that take a body, in order.
 _BODIES = {"capture_if": ("on_true", "on_false"), "capture_while": ("while_body",)}
+
+
+def _conditional_stream(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The ``stream=`` of a ``wp.capture_if`` / ``capture_while`` call (after its bodies), or None."""
+    at = len(_BODIES.get(name, ()))
+    return args[at] if len(args) > at else kwargs.get("stream")
 
 
 def _with_bodies(

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Outcome", "allocations", "capture_failed", "comparison", "cpu_dropped", "cuda_rules", "drift", "host_rules",
-    "is_capture_error", "owned_by_producer", "ownership", "stale_pointers",
+    "is_capture_error", "owned_by_producer", "ownership", "stale_pointers", "uncaptured",
 ]  # fmt: skip
 
 
@@ -486,6 +486,41 @@ def cuda_rules(captured: LaunchTrace) -> list[Finding]:
     return findings
 
 
+def uncaptured(captured: LaunchTrace) -> list[Finding]:
+    """On CUDA, operations that went to a stream the capture does not record while it ran:
+    each ran once, at capture time, and is missing from the graph (a ``stream-drift``).
+
+    Warp sends ``zero_``, ``fill_`` and its native helpers (sort, scan, hash grids) to the
+    device's current stream, and ``wp.ScopedCapture(stream=s)`` does not make ``s``
+    current; a launch without ``stream=`` goes there too.
+    """
+    findings = []
+    for index, record in enumerate(captured.records):
+        if not record.uncaptured or record.stream is None:
+            continue
+        findings.append(
+            make_finding(
+                "stream-drift",
+                f"{record.kernel} ran outside the capture",
+                kernel=record.kernel,
+                arg="stream",
+                index=index,
+                site=record.site,
+                reference=record.uncaptured,
+                captured=record.stream,
+                values=(
+                    f"it went to stream {record.stream:#x} while the capture records stream {record.uncaptured:#x}: "
+                    "it ran once, at capture time, and a replay does not run it"
+                ),
+                fix=(
+                    "make the capture's stream current for the captured call (with wp.ScopedStream(s): "
+                    "with wp.ScopedCapture(): ...), or pass stream=s to every operation that takes one"
+                ),
+            )
+        )
+    return findings
+
+
 def undecoded(captured: LaunchTrace) -> list[str]:
     """Notes naming each argument whose type graphcheck cannot decode (compared by its bytes,
     so a change is still found, but an address inside it is not checked).
@@ -652,6 +687,7 @@ def host_rules(captured: LaunchTrace, owned: BufferSet | None, *, strict: bool, 
         if temporaries:
             out.notes.append(temporaries)
     out.notes += undecoded(captured)
+    out.findings += uncaptured(captured)
     if device.startswith("cpu"):
         out.findings += cuda_rules(captured) + cpu_dropped(captured)
         out.notes += cpu_overloads(captured)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import _warp
 from ._cuda import GraphInspectError
 from .checks import Outcome
 from .findings import Finding, make_finding
@@ -65,12 +64,14 @@ def _first_difference(a: bytes, b: bytes) -> int:
     return min(len(a), len(b))
 
 
-def _kernel_mismatches(node: GraphNode, record: LaunchRecord, expected_func: int | None) -> list[str]:
+def _kernel_mismatches(node: GraphNode, record: LaunchRecord) -> list[str]:
     problems: list[str] = []
     fields = node.fields
     cuda = record.cuda
     if cuda is not None:
-        wanted = expected_func or cuda.function
+        # The CUfunction Warp launched, as recorded: asking Warp again could load another
+        # module (one rebuilt since, for a generic kernel's new overload).
+        wanted = cuda.function
         if fields.get("func") != wanted:
             problems.append(f"function {fields.get('func', 0):#x} ({node.name or '?'}) where Warp launched {wanted:#x}")
         config = expected_cuda_config(
@@ -131,42 +132,22 @@ def _copy_mismatches(node: GraphNode, record: LaunchRecord) -> list[str]:
     return problems
 
 
-def _expected_functions(trace: LaunchTrace) -> dict[int, int]:
-    # The CUfunction Warp uses for each launch's kernel on its device at its block size.
-    expected = {}
-    for index, record in enumerate(trace.records):
-        kernel = record.kernel_object
-        if record.kind == "launch" and kernel is not None and record.cuda is not None and not record.adjoint:
-            try:
-                handle = _warp.kernel_function(kernel, record.device, record.block_dim)
-            except Exception:  # a kernel Warp cannot look up again: trust what it launched
-                handle = None
-            if handle:
-                expected[index] = handle
-    return expected
-
-
-def check(
-    match: GraphMatch, *, allow_foreign_nodes: bool = False, expected_functions: dict[int, int] | None = None
-) -> CrossCheck:
+def check(match: GraphMatch, *, allow_foreign_nodes: bool = False) -> CrossCheck:
     """Findings for nodes that differ from their record, and for unrecorded nodes.
 
     Args:
         match: the graph's nodes matched to the trace (:func:`graphcheck.graph.read_match`).
         allow_foreign_nodes: accept nodes no Warp operation made (other libraries' work).
-        expected_functions: record index -> the CUfunction Warp uses for that kernel on
-            that device at that block size (default: asked of Warp).
     """
     trace = match.trace
     records = trace.records
     positions = match.positions
-    expected = _expected_functions(trace) if expected_functions is None else expected_functions
     findings: list[Finding] = []
     for node in match.nodes:
         if node.role == "recorded" and node.record is not None:
             record = records[node.record]
             if node.type == "KERNEL" and record.kind == "launch":
-                problems = _kernel_mismatches(node, record, expected.get(node.record))
+                problems = _kernel_mismatches(node, record)
             else:
                 problems = _copy_mismatches(node, record)
             if problems:

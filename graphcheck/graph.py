@@ -122,8 +122,8 @@ class GraphMatch:
             fields = node.fields
             found: list[tuple[str, int, int]] = []
             if node.type == "KERNEL" and record.kind == "launch":
-                if fields.get("params") is None:
-                    continue
+                if fields.get("params") is None or not _decodable(node, record):
+                    continue  # the record's addresses stand
                 # The same enumeration as LaunchRecord.addresses, over the node's bytes:
                 # data, gradients, indices and struct fields alike.
                 found = [
@@ -146,6 +146,15 @@ class GraphMatch:
                 NodeAddress(node.record, operation, arg, start, max(int(nbytes), 1)) for arg, start, nbytes in found
             )
         return out
+
+
+def _decodable(node: GraphNode, record: LaunchRecord) -> bool:
+    """Whether a kernel node's bytes follow its launch's layout: it runs the function Warp
+    launched and each parameter has the recorded size (else the cross-check reports it,
+    and its bytes are not decoded as the launch's)."""
+    if record.cuda is not None and node.fields.get("func") != record.cuda.function:
+        return False
+    return all(len(got) == spec.size for spec, got in zip(record.layout, node.fields["params"]))
 
 
 def user_positions(trace: LaunchTrace) -> dict[int, int]:
@@ -262,7 +271,11 @@ def _claim(index: int, record: LaunchRecord, own: list[GraphNode]) -> None:
     if kind == "launch":
         kernels = [n for n in own if n.type == "KERNEL" and not n.error]
         wanted = record.cuda.function if record.cuda else None
-        main = next((n for n in kernels if n.fields.get("func") == wanted), kernels[0] if kernels else None)
+        main = next((n for n in kernels if n.fields.get("func") == wanted), None)
+        if main is None and len(kernels) == 1:
+            # The launch's only node, running another function: held against the record,
+            # it is a node-mismatch that says so. Among several, none is the launch's.
+            main = kernels[0]
     elif recorded_type is not None:
         main = next((n for n in own if n.type == recorded_type and not n.error), None)
     for node in own:
@@ -329,11 +342,13 @@ def _gaps(nodes: Sequence[GraphNode], records: Sequence[LaunchRecord]) -> list[s
     ]
     if params:
         gaps.append(f"the parameters of {len(params)} kernel node(s) were not compared: {_listed(params)}")
-    escaped = [r for r in records if r.capture is None and r.device.startswith("cuda")]
+    # An operation that ran outside the capture (paused, or on a stream the capture does
+    # not record: a stream-drift finding of the host checks) has no node to match.
+    escaped = [r for r in records if r.capture is None and r.uncaptured is None and r.device.startswith("cuda")]
     if escaped:
         gaps.append(
-            f"{len(escaped)} recorded operation(s) could not be matched to a graph node: they did not run in the "
-            f"capture (another stream?) or the driver could not say where ({_listed([r.kernel for r in escaped])})"
+            f"{len(escaped)} recorded operation(s) could not be matched to a graph node: the driver could not say "
+            f"where they stood in the capture ({_listed([r.kernel for r in escaped])})"
         )
     return gaps
 

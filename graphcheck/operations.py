@@ -63,6 +63,12 @@ class LaunchRecord:
             resolves it to 1 on the CPU; a CUDA graph bakes what was asked); else None.
         cuda: on CUDA, the native launch arguments (a :class:`~graphcheck.nodes.CudaLaunch`);
             else None.
+        uncaptured: on CUDA, for an operation its stream did not capture: the handle of
+            the stream its device was capturing on (it went to another stream, ran once,
+            at capture time, and is missing from the graph), or 0 when its device had no
+            capture open (before or after one, or while the user paused it); None for
+            every other operation (the CPU, one in the capture, one the driver could not
+            place).
     """
 
     __slots__ = (
@@ -89,6 +95,7 @@ class LaunchRecord:
         "seq",
         "stream",
         "tile_block_dim",
+        "uncaptured",
         "via",
     )
 
@@ -139,6 +146,7 @@ class LaunchRecord:
         self.nested: tuple[int, str, int] | bool = False
         self.tile_block_dim: int | None = None
         self.capture: CaptureSpan | None = None
+        self.uncaptured: int | None = None
 
     # -- what -----------------------------------------------------------------------------
 

@@ -3,8 +3,9 @@
 No driver runs. Every operation is Warp's own, run on its CPU device with graphcheck's
 hooks in place; only what a CUDA device would add is scripted:
 
-- the stream Warp enqueues on (:data:`STREAM`; the CPU device has none), and the
-  streams its device is capturing on (Warp keeps them in ``device.captures``);
+- the stream Warp enqueues on (:data:`STREAM`; the CPU device has none), and, for an
+  operation that stream did not capture, the streams its device was capturing on (Warp
+  keeps them in ``device.captures``);
 - the driver's answers about that stream, in the order graphcheck asks them:
   ``cuStreamIsCapturing`` (what Warp's ``wp_cuda_stream_is_capturing`` asks) and
   ``cuStreamGetCaptureInfo``, each a real ``cuda.bindings`` value (``CUresult``,
@@ -54,16 +55,12 @@ class ScriptedCapture(RecordedDriver):
     :meth:`before` and :meth:`after` for operations that nest; :meth:`uncaptured` for
     one the stream did not capture.
 
-    Attributes:
-        capturing: the streams the device is capturing on, as Warp's ``device.captures``
-            would hold them (:data:`STREAM` unless a test says otherwise).
     """
 
     def __init__(self, version: int = 13000) -> None:
         super().__init__(version)
         self.answers: deque[tuple[str, int, tuple[Any, ...]]] = deque()
         self.asked = 0
-        self.capturing: tuple[int, ...] = (STREAM,)
 
     # -- the script ---------------------------------------------------------------------------
 
@@ -82,9 +79,11 @@ class ScriptedCapture(RecordedDriver):
         self.before(graph, before, stream)
         self.after(graph, after, stream)
 
-    def uncaptured(self, stream: int = STREAM) -> None:
-        """An operation on a stream that is not capturing (a paused capture, another stream)."""
+    def uncaptured(self, stream: int = STREAM, capturing: tuple[int, ...] = ()) -> None:
+        """An operation on a stream that is not capturing, while its device captures on
+        the ``capturing`` streams (none: a paused capture)."""
         self.answers.append(("cuStreamIsCapturing", stream, (SUCCESS, _NONE)))
+        self.answers.append(("device.captures", 0, capturing))
 
     def done(self) -> None:
         """Assert that graphcheck asked every question the script holds."""
@@ -110,6 +109,11 @@ class ScriptedCapture(RecordedDriver):
     def cuStreamGetCaptureInfo(self, stream: Any) -> tuple[Any, ...]:
         return self._next("cuStreamGetCaptureInfo", stream)
 
+    def capturing_streams(self, device: Any) -> tuple[int, ...]:
+        """What ``graphcheck._warp.capturing_streams`` answers: the streams Warp's
+        ``device.captures`` holds, as scripted."""
+        return self._next("device.captures", 0)
+
     def stream_is_capturing(self, handle: int | None) -> bool:
         """What ``graphcheck._warp.stream_is_capturing`` answers: the driver's status."""
         if not handle:
@@ -133,6 +137,7 @@ def install(monkeypatch: pytest.MonkeyPatch) -> ScriptedCapture:
     monkeypatch.setattr(_cuda, "_version", script.version)
     monkeypatch.setattr(_warp, "device_stream_handle", lambda device: STREAM)
     monkeypatch.setattr(_warp, "stream_is_capturing", script.stream_is_capturing)
+    monkeypatch.setattr(_warp, "capturing_streams", script.capturing_streams)
     return script
 
 

@@ -16,6 +16,7 @@ import pytest
 import warp as wp
 
 import graphcheck as gc
+from graphcheck.checks import host_rules, uncaptured
 from graphcheck.crosscheck import check
 from graphcheck.graph import match_nodes, walk
 from tests import kernels as K
@@ -26,6 +27,8 @@ from tests.scripted_capture import (
     BODY,
     FUNC,
     GRAPH,
+    OTHER_STREAM,
+    STREAM,
     ScriptedCapture,
     cuda_launch,
     install,
@@ -62,7 +65,7 @@ def matched(script: ScriptedCapture, trace: gc.LaunchTrace) -> dict[int, list[tu
     assert not missing, f"records without a capture span: {missing}"
     nodes = walk(_cuda.Reader(script, script.version), GRAPH, trace.records)
     match = match_nodes(nodes, trace)
-    result = check(match, expected_functions={})
+    result = check(match)
     assert result.findings == [], [f.message for f in result.findings]
     assert result.complete, result.notes
     # Warp's own nodes no operation makes (allocations of arrays recorded during the capture) stay unclaimed.
@@ -241,19 +244,97 @@ def test_a_conditional_and_its_body_learn_their_spans(scripted):
     assert zero.nested == launch.nested == (conditional.seq, "on_true", 0)
 
 
-def test_work_while_the_capture_is_paused_has_no_span(scripted):
-    """Between wp.capture_pause() and wp.capture_resume() the stream does not capture:
-    the operation runs once, eagerly, and learns no place in the graph."""
+def test_work_while_the_capture_is_paused_is_neither_in_the_graph_nor_a_gap(scripted):
+    """Between wp.capture_pause() and wp.capture_resume() the stream does not capture and
+    Warp holds no capture for the device: the operation runs once, eagerly, on purpose."""
     a = floats()
     scripted.op(GRAPH, (), (0x1,))
-    scripted.uncaptured()  # paused
+    scripted.uncaptured()  # paused: the device holds no capture
     scripted.op(GRAPH, (0x1,), (0x2,))
     with gc.trace_launches() as trace:
         a.zero_()
         a.zero_()
         a.zero_()
+    scripted.node(GRAPH, 0x1, "MEMSET", memset_struct(a.ptr, 4 * N))
+    scripted.node(GRAPH, 0x2, "MEMSET", memset_struct(a.ptr, 4 * N), deps=(0x1,))
     scripted.done()
     assert [r.capture for r in trace] == [(GRAPH, (), (0x1,), ()), None, (GRAPH, (0x1,), (0x2,), ())]
+    assert [r.uncaptured for r in trace] == [None, 0, None]
+    for record in trace:
+        record.device = "cuda:0"  # as recorded on CUDA: an operation that escaped would be a gap
+    result = check(match_nodes(walk(_cuda.Reader(scripted, scripted.version), GRAPH, trace.records), trace))
+    assert result.findings == [] and result.complete, result.notes
+    assert uncaptured(trace) == []
+
+
+def test_a_conditional_is_asked_about_the_stream_it_is_given(scripted):
+    """Issue 23, defect 3: wp.capture_if(..., stream=s) inserts the conditional on s, so
+    graphcheck asks where s's capture stands (it asked the device's current stream)."""
+    a = floats()
+    condition = wp.array([1], dtype=int, device=DEVICE)
+    scripted.before(GRAPH, (), stream=OTHER_STREAM)  # wp.capture_if on OTHER_STREAM
+    scripted.op(BODY, (), (0xB1,))  # its body's zero_ (on the current stream, as the test's device has it)
+    scripted.after(GRAPH, (0x1,), stream=OTHER_STREAM)
+
+    def body():
+        resumed(BODY)
+        a.zero_()
+
+    with gc.trace_launches() as trace:
+        wp.capture_if(condition, on_true=body, stream=OTHER_STREAM)  # on the CPU Warp ignores the stream
+    scripted.done()
+    conditional, zero = trace
+    assert (conditional.stream, conditional.capture) == (OTHER_STREAM, (GRAPH, (), (0x1,), (BODY,)))
+    assert zero.capture == (BODY, (), (0xB1,), ())
+
+
+def test_work_on_a_stream_the_capture_does_not_record_is_a_stream_drift(scripted):
+    """Issue 23, defect 4: under wp.ScopedCapture(stream=s), which does not make s current,
+    Warp sends zero_() to the device's current stream: it runs once, at capture time, and
+    is missing from the graph. That is a finding, not a note."""
+    a = floats()
+    scripted.op(GRAPH, (), (0x1,), stream=STREAM)
+    scripted.uncaptured(STREAM, capturing=(OTHER_STREAM,))
+    with gc.trace_launches() as trace:
+        a.zero_()
+        a.zero_()
+    scripted.done()
+    captured, escaped = trace
+    assert (escaped.capture, escaped.uncaptured) == (None, OTHER_STREAM)
+    (finding,) = uncaptured(trace)
+    assert finding.kind == "stream-drift" and finding.index == 1
+    assert f"went to stream {STREAM:#x} while the capture records stream {OTHER_STREAM:#x}" in finding.message
+    assert "wp.ScopedStream" in finding.message
+    outcome = host_rules(trace, None, strict=False, device="cuda:0")
+    assert [f.kind for f in outcome.findings] == ["stream-drift"]
+    escaped.device = captured.device = "cuda:0"
+    scripted.node(GRAPH, 0x1, "MEMSET", memset_struct(a.ptr, 4 * N))
+    match = match_nodes(walk(_cuda.Reader(scripted, scripted.version), GRAPH, trace.records), trace)
+    assert match.gaps == [], "a finding already says it; the cross-check itself is complete"
+
+
+def test_a_native_device_helper_runs_on_the_current_cuda_context(scripted, monkeypatch):
+    """Issue 23, defect 4: Warp's device helpers enqueue on the current CUDA context's
+    current stream; graphcheck took the default device's."""
+    from tests.internals import _warp
+
+    monkeypatch.setattr(_warp, "current_cuda_device", lambda: _Named("cuda:1"))
+    streams = {}
+    monkeypatch.setattr(_warp, "device_stream_handle", lambda device: streams.setdefault(str(device), STREAM))
+    scripted.op(GRAPH, (), (0x1,))
+    with gc.trace_launches() as trace:
+        session = _warp.current_session()
+        session.on_native(lambda *args: None, "array_scan_int_device", True, (0, 0, 4, 1, 1, 1, False))
+    scripted.done()
+    assert trace[0].device == "cuda:1" and list(streams) == ["cuda:1"]
+
+
+class _Named:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __str__(self) -> str:
+        return self.name
 
 
 # -- one step of every kind --------------------------------------------------------------------------
@@ -315,3 +396,85 @@ def test_a_step_of_every_kind_matches_one_node_per_record(scripted):
         4: [(0x5, "recorded")], 5: [(0x6, "warp-native")], 6: [(0x7, "warp-native")],
         7: [(0x8, "warp-conditional"), (0x9, "recorded")], 8: [(0xB1, "recorded")], 9: [(0xA, "recorded")],
     }  # fmt: skip
+
+
+# -- the cross-check's claims on kernel nodes ---------------------------------------------------------
+
+
+def test_the_function_check_holds_the_node_against_what_warp_launched(scripted, monkeypatch):
+    """Issue 23, defect 5: the cross-check asked Warp again for the kernel's CUfunction;
+    after a module rebuild during the capture (a generic kernel's new overload) that is
+    another module's function, and every earlier node was a false node-mismatch. What
+    Warp launched, as recorded, is the truth."""
+    from tests.internals import _warp
+
+    keep = Keep()
+    a, b = floats(), floats(1.0)
+    monkeypatch.setattr(_warp, "kernel_function", lambda *args, **kwargs: FUNC + 0x100)  # the rebuilt module's
+    scripted.op(GRAPH, (), (0x1,))
+    with gc.trace_launches() as trace:
+        cmd = cuda_launch(K.scale, N, [a, b, 2.5, 3])
+    trace[0].device = "cuda:0"  # as recorded on CUDA
+    params = packed_bytes(cmd)
+    scripted.kernel(GRAPH, 0x1, kernel_struct(params, keep, func=FUNC), layout(params))
+    assert matched(scripted, trace) == {0: [(0x1, "recorded")]}
+
+
+def test_a_node_running_another_function_is_never_decoded_as_the_launch(scripted):
+    """Issue 23, defect 8: the launch's only node, running another function, is held
+    against the launch (a node-mismatch says so) but its bytes, in another layout, are not
+    decoded as the launch's for the replay check (they raised ValueError); among several
+    such nodes none is taken for the launch's."""
+    keep = Keep()
+    a, b = floats(), floats(1.0)
+    scripted.op(GRAPH, (), (0x1,))
+    scripted.op(GRAPH, (0x1,), (0x3,))
+    with gc.trace_launches() as trace:
+        cuda_launch(K.scale, N, [a, b, 2.5, 3])
+        cuda_launch(K.scale, N, [a, b, 2.5, 3])
+    scripted.kernel(GRAPH, 0x1, kernel_struct([b"\x01" * 8] * 5, keep, func=0xBEEF), [(0, 8)] * 5)
+    scripted.kernel(GRAPH, 0x2, kernel_struct([b"\x02" * 8], keep, func=0xCAFE), [(0, 8)], deps=(0x1,))
+    scripted.kernel(GRAPH, 0x3, kernel_struct([b"\x03" * 8], keep, func=0xF00D), [(0, 8)], deps=(0x2,))
+    scripted.done()
+    match = match_nodes(walk(_cuda.Reader(scripted, scripted.version), GRAPH, trace.records), trace)
+    assert [(n.record, n.role) for n in match.nodes] == [(0, "recorded"), (None, "foreign"), (None, "foreign")]
+    assert match.addresses() == {}, "no node's bytes are the launch's: the recorded addresses stand"
+    findings = check(match).findings
+    assert [f.kind for f in findings] == ["node-mismatch", "unrecorded-node", "unrecorded-node"]
+    assert "function 0xbeef" in findings[0].message
+
+
+# -- graphcheck's own failures ------------------------------------------------------------------------
+
+
+def test_a_failure_of_graphchecks_launch_hook_never_stops_the_launch(scripted, monkeypatch):
+    """Issue 23, defect 9: the CUDA launch hook builds the parameter layout before the
+    launch; an exception there stopped the user's launch. The launch runs, and a warning
+    says the checks do not cover it."""
+    from tests.internals import _warp
+
+    def broken(kernel, adjoint):
+        raise RuntimeError("an argument type graphcheck does not know")
+
+    a = floats()
+    monkeypatch.setattr(_warp, "kernel_layout", broken)
+    launched = []
+    with gc.trace_launches() as trace, pytest.warns(gc.GraphCheckWarning, match="could not record a CUDA launch"):
+        cuda_launch(K.add_one, N, [a], native=lambda *args: launched.append(args) or 0)
+    scripted.done()
+    assert len(launched) == 1 and len(trace) == 0
+
+
+def test_a_driver_describing_endless_parameters_is_cut_short():
+    """Issue 23, defect 9: the parameter layout is read one cuFuncGetParamInfo at a time
+    until the driver says there is no more; a driver that never says so no longer loops
+    for ever (no driver runs: the answers are recorded)."""
+    from tests.recorded_driver import RecordedDriver, driver
+
+    class Endless(RecordedDriver):
+        def cuFuncGetParamInfo(self, func, index):
+            assert index < 40_000, "asked past any kernel's parameters"
+            return driver.CUresult.CUDA_SUCCESS, 8 * index, 8
+
+    layout, why = _cuda.Reader(Endless(), 13000).layout(FUNC)
+    assert layout is None and "answered past 32768 parameters" in why

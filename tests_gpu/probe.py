@@ -1,26 +1,49 @@
 """One GPU run that settles what graphcheck's CUDA cross-check assumes about the driver.
 
-Run from the project's root: ``python3 tests_gpu/probe.py`` (``nox -s gpu`` runs it before
-tests_gpu/). It captures a few real CUDA graphs with Warp, reads them with graphcheck's
-reader, and prints everything to stdout: the driver and bindings versions; a kernel
-node's ``func``, ``kern``, ``extra``, parameter sizes and whether its bytes equal the
-recorded ones; every field of the memcpy nodes of ``wp.copy(a, b, dest_offset=4,
-count=100)`` and of a pinned host-to-device copy; the memset of ``zero_()``; the nodes of
-``fill_(1.0)`` and of a strided copy (does ``cuFuncGetParamInfo`` accept their
-functions?); and what capture-time attribution returns inside a ``capture_while`` body
-and a ``capture_if`` with a Graph branch.
+Run from the project's root: ``python3 tests_gpu/probe.py`` (``nox -s gpu`` runs it, then
+tests_gpu/ whatever it says). It captures real CUDA graphs with Warp, reads them with
+graphcheck's reader, and prints what the driver answers, one section per question:
 
-Each assumption is a line ``ok`` or ``MISMATCH``; the exit status is 1 when any is a
-mismatch. Without Warp, cuda-python or a CUDA device it prints why and exits 0. It
-finishes in well under two minutes on one GPU (most of it is compiling the test kernels).
+- versions: the driver, the bindings, Warp;
+- a plain capture: a kernel, ``zero_``, ``wp.copy`` with offsets, a pinned copy,
+  ``fill_``, a strided copy, each matched to its nodes, the cross-check complete;
+- argument bytes: node bytes against recorded bytes for indexed, fabric, struct (half
+  and bool fields), float16, vec3h, mat33d, bool and 3-D array arguments, an adjoint
+  launch and a tile launch;
+- memcpy fields: offsets, pinned-to-device and device-to-pinned copies (offsets in the
+  pointers or in ``XInBytes``; which memory types);
+- Warp's runtime-launched kernels (fill, strided copy, radix sort): ``func``, ``kern``,
+  their layouts and names;
+- the function queries from a thread in which Warp never made a context current;
+- loading the bindings inside a live capture (a fresh process);
+- memset fields for ``zero_`` and a uint8 ``fill_``;
+- attribution with a forked side stream and a conditional;
+- a capture on a stream that is not the device's current one, with ``capture_if`` and a
+  ``zero_`` Warp sends to the current stream;
+- a module rebuilt during the capture (a new generic overload);
+- mem-alloc and mem-free nodes, and ``HashGrid.build`` inside a capture;
+- edge types and node order; ``cuGraphKernelNodeSetParams`` with the struct read back;
+- conditionals: a ``capture_while`` body, a ``capture_if`` with a Graph branch, and the
+  addresses the branch bakes reaching the replay check;
+- deterministic mode's native work.
+
+Each assumption is a line ``ok`` or ``MISMATCH``; a check that could not run says
+``UNCHECKED`` and why. Every section runs, whatever the others found, and every result is
+printed; the exit status is 1 at the end when anything was a mismatch or went unchecked.
+Without Warp, cuda-python or a CUDA device it prints why and exits 0.
 """
 
 from __future__ import annotations
 
+import gc as gc_module
 import os
+import subprocess
 import sys
+import threading
 import time
 import traceback
+from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 _MEMCPY_FIELDS = (
@@ -28,14 +51,18 @@ _MEMCPY_FIELDS = (
     "srcHeight", "dstXInBytes", "dstY", "dstZ", "dstLOD", "dstMemoryType", "dstHost", "dstDevice", "dstArray",
     "dstPitch", "dstHeight", "WidthInBytes", "Height", "Depth",
 )  # fmt: skip
+_MEMSET_FIELDS = ("dst", "pitch", "value", "elementSize", "width", "height")
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_CHILD = "--bindings-in-live-capture"
 
 
 class Probe:
-    """Prints observations and checks; counts the mismatches."""
+    """Prints observations and checks; counts mismatches and checks that could not run."""
 
     def __init__(self) -> None:
         self.checks = 0
         self.mismatches: list[str] = []
+        self.unchecked: list[str] = []
 
     def say(self, text: str) -> None:
         print(text, flush=True)
@@ -49,22 +76,25 @@ class Probe:
         self.say(f"  MISMATCH  {what}: got {got!r}, expected {want!r}")
         return False
 
+    def skip(self, what: str, why: str) -> None:
+        self.unchecked.append(what)
+        self.say(f"  UNCHECKED {what}: {why}")
 
-def _field(struct: Any, name: str) -> str:
-    try:
-        value = getattr(struct, name)
-    except Exception as error:  # an enum getter on a value the bindings do not know
-        return f"<{type(error).__name__}: {error}>"
-    try:
-        return f"{value!r} ({int(value):#x})" if not isinstance(value, int) else f"{value} ({value:#x})"
-    except (TypeError, ValueError):
-        return repr(value)
+
+SECTIONS: list[tuple[str, Callable[..., None]]] = []
+
+
+def section(title: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    def register(fn: Callable[..., None]) -> Callable[..., None]:
+        SECTIONS.append((title, fn))
+        return fn
+
+    return register
 
 
 def main() -> int:
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    if root not in sys.path:
-        sys.path.insert(0, root)  # graphcheck and tests.kernels from this checkout
+    if _ROOT not in sys.path:
+        sys.path.insert(0, _ROOT)  # graphcheck and the test kernels from this checkout
     try:
         import warp as wp
     except ImportError as error:
@@ -80,38 +110,46 @@ def main() -> int:
     except ImportError as error:
         print(f"probe: skipped, cuda-python's bindings are not installed ({error})")
         return 0
+    if len(sys.argv) > 1 and sys.argv[1] == _CHILD:
+        return _bindings_in_live_capture_child(wp)
 
     started = time.perf_counter()
     probe = Probe()
-    device = str(wp.get_cuda_device(0))
-    for section in (_versions, _plain_capture, _conditional_capture):
+    ctx = SimpleNamespace(wp=wp, driver=driver, device=str(wp.get_cuda_device(0)))
+    for title, fn in SECTIONS:
+        probe.say(f"\n== {title}")
         try:
-            section(probe, wp, driver, device)
+            fn(probe, ctx)
         except Exception:  # say it and go on: one run should tell as much as it can
-            probe.mismatches.append(f"{section.__name__} raised")
-            probe.say(f"  MISMATCH  {section.__name__} raised:\n{traceback.format_exc()}")
-    probe.say(f"\nprobe: {probe.checks} checks, {len(probe.mismatches)} mismatch(es) in "
-              f"{time.perf_counter() - started:.1f} s")  # fmt: skip
+            probe.mismatches.append(f"{title}: raised")
+            probe.say(f"  MISMATCH  the section raised:\n{traceback.format_exc()}")
+        try:
+            wp.synchronize_device(ctx.device)
+        except Exception as error:  # a sticky CUDA error: the sections after it cannot run
+            probe.say(f"  the device is unusable after this section: {error}")
+            probe.unchecked.append("every later section")
+            break
+    probe.say(f"\nprobe: {probe.checks} checks, {len(probe.mismatches)} mismatch(es), {len(probe.unchecked)} "
+              f"unchecked, in {time.perf_counter() - started:.1f} s")  # fmt: skip
     for what in probe.mismatches:
         probe.say(f"  MISMATCH  {what}")
-    return 1 if probe.mismatches else 0
+    for what in probe.unchecked:
+        probe.say(f"  UNCHECKED {what}")
+    return 1 if probe.mismatches or probe.unchecked else 0
 
 
-def _versions(probe: Probe, wp: Any, driver: Any, device: str) -> None:
-    import cuda.bindings
+# -- helpers -------------------------------------------------------------------------------------
 
-    from graphcheck import _cuda
 
-    probe.say("== versions")
-    probe.say(f"  cuda.bindings {cuda.bindings.__version__} (headers CUDA {driver.CUDA_VERSION})")
-    probe.say(f"  driver CUDA {_cuda.driver_version()}; Warp {wp.__version__}; {device}: {wp.get_device(device).name}")
-    err, version = driver.cuDriverGetVersion()
-    probe.say(f"  cuDriverGetVersion -> {err!r}, {version}")
+def _field(struct: Any, name: str) -> str:
     try:
-        out = driver.cuGraphNodeGetParams(driver.CUgraphNode(0))
-        probe.say(f"  cuGraphNodeGetParams(NULL) answers {out[0]!r}: the entry point exists")
-    except RuntimeError as error:
-        probe.say(f"  cuGraphNodeGetParams raises {type(error).__name__}: {error}")
+        value = getattr(struct, name)
+    except Exception as error:  # an enum getter on a value the bindings do not know
+        return f"<{type(error).__name__}: {error}>"
+    try:
+        return f"{value!r} ({int(value):#x})" if not isinstance(value, int) else f"{value} ({value:#x})"
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 def _node_summary(node: Any) -> str:
@@ -121,15 +159,102 @@ def _node_summary(node: Any) -> str:
     )
 
 
-def _plain_capture(probe: Probe, wp: Any, driver: Any, device: str) -> None:
+def _capture(ctx: Any, work: Callable[[], None], stream: Any = None, warm: bool = True) -> tuple[Any, Any]:
+    """``(trace, capture)`` of ``work`` captured on ``ctx.device`` (or ``stream``), Warp's
+    internal operations included; ``work`` runs once eagerly first to load its modules."""
     import graphcheck as gc
-    from graphcheck import _cuda, _warp
+    from graphcheck import _cuda
+
+    wp = ctx.wp
+    if warm:
+        work()
+        wp.synchronize_device(ctx.device)
+    _cuda.driver_version()  # load the bindings before the capture, as graphcheck.capture does
+    with gc.trace_launches(include_warp=True) as trace, wp.ScopedCapture(device=ctx.device, stream=stream) as cap:
+        work()
+    return trace, cap
+
+
+def _records(probe: Probe, trace: Any) -> None:
+    for i, r in enumerate(trace.records):
+        probe.say(f"  record {i} {r.kind} {r.kernel} internal={r.internal} nested={r.nested} stream={r.stream}: "
+                  f"capture {r.capture}")  # fmt: skip
+
+
+def _find(trace: Any, kernel: str, nth: int = 0) -> int | None:
+    """Index of the ``nth`` record (Warp's internal ones left out) of ``kernel``."""
+    found = [i for i, r in enumerate(trace.records) if r.kernel == kernel and not r.internal]
+    return found[nth] if nth < len(found) else None
+
+
+def _match(probe: Probe, cap: Any, trace: Any) -> Any:
+    from graphcheck.graph import read_match
+
+    match = read_match(cap.graph, trace)
+    for node in match.nodes:
+        probe.say("  " + _node_summary(node))
+    for gap in match.gaps:
+        probe.say(f"  gap: {gap}")
+    return match
+
+
+def _owned(match: Any, index: int | None) -> list[Any]:
+    return [n for n in match.nodes if index is not None and n.record == index]
+
+
+def _checked_clean(probe: Probe, match: Any, what: str = "the cross-check") -> None:
     from graphcheck.crosscheck import check
-    from graphcheck.graph import read_match, span_nodes
+
+    result = check(match)
+    probe.expect(f"{what} finds nothing", [f.message for f in result.findings], [])
+    probe.expect(f"{what} is complete", result.notes, [])
+
+
+def _kernel_bytes(probe: Probe, trace: Any, match: Any, label: str, index: int | None) -> None:
+    """A launch's kernel node: its parameter sizes and bytes against the record's."""
+    from graphcheck import _cuda
+
+    nodes = [n for n in _owned(match, index) if n.type == "KERNEL" and n.role == "recorded"]
+    if index is None or len(nodes) != 1:
+        probe.skip(f"{label}: node bytes", f"record {index} has kernel node(s) {[n.index for n in nodes]}")
+        return
+    (node,), record = nodes, trace.records[index]
+    layout, why = _cuda.Reader().layout(node.fields["func"])
+    probe.say(f"  {label}: layout {layout} {why}; recorded sizes {[len(p) for p in record.param_bytes]}")
+    probe.expect(f"{label}: parameter sizes", [s for _, s in layout or ()], [len(p) for p in record.param_bytes])
+    probe.expect(f"{label}: parameter bytes", node.fields.get("params"), record.param_bytes)
+
+
+# -- the sections ----------------------------------------------------------------------------------
+
+
+@section("versions")
+def _versions(probe: Probe, ctx: Any) -> None:
+    import cuda.bindings
+
+    from graphcheck import _cuda
+
+    wp, driver = ctx.wp, ctx.driver
+    probe.say(f"  cuda.bindings {cuda.bindings.__version__} (headers CUDA {driver.CUDA_VERSION})")
+    probe.say(
+        f"  driver CUDA {_cuda.driver_version()}; Warp {wp.__version__}; {ctx.device}: {wp.get_device(ctx.device).name}"
+    )
+    err, version = driver.cuDriverGetVersion()
+    probe.say(f"  cuDriverGetVersion -> {err!r}, {version}")
+    try:
+        out = driver.cuGraphNodeGetParams(driver.CUgraphNode(0))
+        probe.say(f"  cuGraphNodeGetParams(NULL) answers {out[0]!r}: the entry point exists")
+    except RuntimeError as error:
+        probe.say(f"  cuGraphNodeGetParams raises {type(error).__name__}: {error}")
+
+
+@section("a kernel, zero_, wp.copy with offsets, a pinned host-to-device copy, fill_(1.0), a strided copy")
+def _plain_capture(probe: Probe, ctx: Any) -> None:
+    from graphcheck import _cuda, _warp
     from graphcheck.params import expected_cuda_config
     from tests import kernels as K
 
-    probe.say("\n== a kernel, zero_, wp.copy with offsets, a pinned host-to-device copy, fill_(1.0), a strided copy")
+    wp, driver, device = ctx.wp, ctx.driver, ctx.device
     a, b = wp.zeros(1000, dtype=float, device=device), wp.ones(1000, dtype=float, device=device)
     host = wp.array([float(i) for i in range(64)], dtype=float, device="cpu", pinned=True)
     target = wp.zeros(64, dtype=float, device=device)
@@ -145,112 +270,409 @@ def _plain_capture(probe: Probe, wp: Any, driver: Any, device: str) -> None:
         a.fill_(1.0)
         wp.copy(strided_dst, strided_src)
 
-    work()  # load the modules before capturing
-    wp.synchronize_device(device)
-    _cuda.driver_version()  # load the bindings before the capture, as graphcheck.capture does
-    with gc.trace_launches(include_warp=True) as trace, wp.ScopedCapture(device=device) as capture:
-        work()
-    records = trace.records
-    top = _warp.graph_handle(capture.graph)
-    for i, r in enumerate(records):
-        probe.say(f"  record {i} {r.kind} {r.kernel} internal={r.internal}: capture span {r.capture}")
-    probe.expect("every record learnt its capture span", [r.kernel for r in records if r.capture is None], [])
-    user = [i for i, r in enumerate(records) if not r.internal]
-    wanted = ["tests.kernels.scale", "array.zero_", "wp.copy", "wp.copy", "array.fill_", "wp.copy"]
-    if not probe.expect("the user's operations", [records[i].kernel for i in user], wanted):
-        return
-    launch_at, zero_at, copy_at, pinned_at, fill_at, strided_at = user
-    match = read_match(capture.graph, trace)
-    for node in match.nodes:
-        probe.say("  " + _node_summary(node))
-    by_record = {i: [n for n in match.nodes if n.record == i] for i in range(len(records))}
+    trace, cap = _capture(ctx, work)
+    _records(probe, trace)
+    probe.expect("every record learnt its capture span", [r.kernel for r in trace.records if r.capture is None], [])
+    launch_at, zero_at = _find(trace, "tests.kernels.scale"), _find(trace, "array.zero_")
+    copy_at, pinned_at, strided_at = (_find(trace, "wp.copy", n) for n in range(3))
+    fill_at = _find(trace, "array.fill_")
+    match = _match(probe, cap, trace)
     probe.expect(
         "each record's span holds the nodes it made (one kernel, memset, memcpy, memcpy)",
-        [[n.type for n in by_record[i]] for i in (launch_at, zero_at, copy_at, pinned_at)],
+        [[n.type for n in _owned(match, i)] for i in (launch_at, zero_at, copy_at, pinned_at)],
         [["KERNEL"], ["MEMSET"], ["MEMCPY"], ["MEMCPY"]],
     )
+    _kernel_bytes(probe, trace, match, "K.scale", launch_at)
+    kernels = [n for n in _owned(match, launch_at) if n.type == "KERNEL"]
+    if kernels and launch_at is not None:
+        node, launch = kernels[0], trace.records[launch_at]
+        raw = _cuda.kernel_params(node.handle)
+        for name in ("func", "kern", "extra", "kernelParams", "gridDimX", "gridDimY", "gridDimZ", "blockDimX",
+                     "sharedMemBytes", "ctx"):  # fmt: skip
+            probe.say(f"  {name} = {_field(raw, name)}")
+        probe.expect("func is what Warp launched", node.fields["func"], launch.cuda.function if launch.cuda else None)
+        probe.expect("func is the kernel's CUfunction", node.fields["func"],
+                     _warp.kernel_function(launch.kernel_object, device, launch.block_dim))  # fmt: skip
+        probe.expect("extra is 0 (Warp passes kernelParams)", int(raw.extra), 0)
+        probe.expect("grid and block follow Warp's formula", (node.fields["grid"], node.fields["block"]),
+                     expected_cuda_config(1000, launch.block_dim))  # fmt: skip
+        probe.expect(
+            "sharedMemBytes is what Warp asked", node.fields["smem"], launch.cuda.smem_bytes if launch.cuda else None
+        )
+    else:
+        probe.skip("the kernel node's fields", "no kernel node for the launch")
+    memset = [n.fields for n in _owned(match, zero_at) if n.type == "MEMSET"]
+    probe.expect("zero_'s memset", [(m["dst"], m["value"], m["nbytes"]) for m in memset], [(a.ptr, 0, 4000)])
+    copy = [n.fields for n in _owned(match, copy_at) if n.type == "MEMCPY"]
+    probe.expect("wp.copy's memcpy", [(c["dst"], c["src"], c["nbytes"]) for c in copy], [(a.ptr + 16, b.ptr, 400)])
+    pinned = [n.fields for n in _owned(match, pinned_at) if n.type == "MEMCPY"]
+    probe.expect("the pinned copy's memcpy", [(c["dst"], c["src"], c["nbytes"]) for c in pinned],
+                 [(target.ptr, host.ptr, 256)])  # fmt: skip
+    for label, index in (("fill_(1.0)", fill_at), ("the strided copy", strided_at)):
+        nodes = _owned(match, index)
+        probe.expect(f"{label} made nodes, Warp's own and read", bool(nodes) and all(
+            (n.role, n.error) in (("warp-native", ""), ("recorded", "")) for n in nodes), True)  # fmt: skip
+    top = _warp.graph_handle(cap.graph)
     _, _, count = driver.cuGraphGetNodes(driver.CUgraph(top))
     _, listed, count = driver.cuGraphGetNodes(driver.CUgraph(top), count)
-    topological = [n.handle for n in match.nodes if n.graph == top]
-    probe.say(
-        f"  cuGraphGetNodes lists the top graph in topological order: {[int(n) for n in listed[:count]] == topological}"
-    )
+    in_walk = [n.handle for n in match.nodes if n.graph == top]
+    probe.say(f"  cuGraphGetNodes lists the top graph in walk order: {[int(n) for n in listed[:count]] == in_walk}")
+    _checked_clean(probe, match)
+    wp.capture_launch(cap.graph)
 
-    probe.say("\n-- the kernel node")
-    launch = records[launch_at]
-    (kernel,) = by_record[launch_at]
-    raw = _cuda.kernel_params(kernel.handle)
-    for name in ("func", "kern", "extra", "kernelParams", "gridDimX", "gridDimY", "gridDimZ", "blockDimX",
-                 "sharedMemBytes", "ctx"):  # fmt: skip
-        probe.say(f"  {name} = {_field(raw, name)}")
-    layout, why = _cuda.Reader().layout(kernel.fields["func"])
-    probe.say(f"  cuFuncGetParamInfo layout: {layout} {why}")
-    probe.expect("parameter sizes equal the recorded sizes", [s for _, s in layout or ()],
-                 [len(p) for p in launch.param_bytes])  # fmt: skip
-    probe.expect("the node's parameter bytes equal the recorded bytes", kernel.fields["params"], launch.param_bytes)
-    probe.expect("func is Warp's CUfunction", kernel.fields["func"],
-                 _warp.kernel_function(launch.kernel_object, device, launch.block_dim))  # fmt: skip
-    probe.expect("extra is 0 (Warp passes kernelParams)", int(raw.extra), 0)
-    probe.expect("grid and block follow Warp's formula", (kernel.fields["grid"], kernel.fields["block"]),
-                 expected_cuda_config(1000, launch.block_dim))  # fmt: skip
-    asked = launch.cuda.smem_bytes if launch.cuda else None
-    probe.expect("sharedMemBytes is what Warp asked", kernel.fields["smem"], asked)
 
+@section("argument bytes: indexed, fabric, struct, float16, vec3h, mat33d, bool, 3-D, adjoint, tiles")
+def _argument_bytes(probe: Probe, ctx: Any) -> None:
+    from tests import kernels as K
+    from tests_gpu import gpu_kernels as G
+
+    wp, device = ctx.wp, ctx.device
+    inputs = G.exotic_inputs(device)
+    data, out = wp.array([1.0, 2.0, 3.0], dtype=float, device=device), wp.zeros(3, dtype=float, device=device)
+    fabric = G.fabric_of(data)
+    a, b = wp.zeros(64, dtype=float, device=device), wp.ones(64, dtype=float, device=device)
+    ga, gb = wp.ones(64, dtype=float, device=device), wp.zeros(64, dtype=float, device=device)
+    tiles, sums = wp.ones((4, G.TILE), dtype=float, device=device), wp.zeros(4, dtype=float, device=device)
+
+    def work() -> None:
+        wp.launch(G.exotic, dim=(4, 4, 4), inputs=inputs, device=device)
+        wp.launch(G.through_fabric, dim=3, inputs=[fabric, out], device=device)
+        wp.launch(K.scale, dim=64, inputs=[a, b, 2.5, 3], adjoint=True, adj_inputs=[ga, gb, 0.0, 0], device=device)
+        wp.launch_tiled(G.tile_sum, dim=[4], inputs=[tiles, sums], block_dim=64, device=device)
+
+    trace, cap = _capture(ctx, work)
+    _records(probe, trace)
+    match = _match(probe, cap, trace)
+    launched = (("exotic", "tests_gpu.gpu_kernels.exotic"), ("fabric", "tests_gpu.gpu_kernels.through_fabric"),
+                ("adjoint", "tests.kernels.scale"), ("tiles", "tests_gpu.gpu_kernels.tile_sum"))  # fmt: skip
+    for label, kernel in launched:
+        _kernel_bytes(probe, trace, match, label, _find(trace, kernel))
+    _checked_clean(probe, match)
+    wp.capture_launch(cap.graph)
+
+
+@section("memcpy fields: offsets, pinned-to-device, device-to-pinned")
+def _memcpy_fields(probe: Probe, ctx: Any) -> None:
+    from graphcheck import _cuda
+
+    wp, driver, device = ctx.wp, ctx.driver, ctx.device
+    a, b = wp.zeros(1000, dtype=float, device=device), wp.ones(1000, dtype=float, device=device)
+    up = wp.array([float(i) for i in range(64)], dtype=float, device="cpu", pinned=True)
+    down = wp.zeros(64, dtype=float, device="cpu", pinned=True)
+    on_device = wp.ones(64, dtype=float, device=device)
+
+    def work() -> None:
+        wp.copy(a, b, dest_offset=4, src_offset=2, count=100)
+        wp.copy(on_device, up)
+        wp.copy(down, on_device)
+
+    trace, cap = _capture(ctx, work)
+    _records(probe, trace)
+    match = _match(probe, cap, trace)
     reader = _cuda.Reader()
-    for label, index in (("memset of zero_()", zero_at), ("memcpy of wp.copy(a, b, dest_offset=4, count=100)", copy_at),
-                         ("memcpy of the pinned host-to-device copy", pinned_at)):  # fmt: skip
-        probe.say(f"\n-- the {label}")
-        for node in by_record[index]:
-            getter = "cuGraphMemsetNodeGetParams" if node.type == "MEMSET" else "cuGraphMemcpyNodeGetParams"
-            struct = reader.call(getter, driver.CUgraphNode(node.handle))
-            names = _MEMCPY_FIELDS if node.type == "MEMCPY" else ("dst", "pitch", "value", "elementSize", "width",
-                                                                 "height")  # fmt: skip
-            for name in names:
-                probe.say(f"  {name} = {_field(struct, name)}")
-            probe.say(f"  read as {node.fields}")
-    memset = by_record[zero_at][0].fields
-    probe.expect("zero_'s memset", (memset["dst"], memset["value"], memset["nbytes"]), (a.ptr, 0, 4000))
-    probe.say(f"  element size {memset['element_size']}")
-    copy = by_record[copy_at][0].fields
-    probe.expect("wp.copy's memcpy addresses", (copy["dst"], copy["src"], copy["nbytes"]), (a.ptr + 16, b.ptr, 400))
-    pinned = by_record[pinned_at][0].fields
-    probe.expect("the pinned copy's memcpy addresses", (pinned["dst"], pinned["src"], pinned["nbytes"]),
-                 (target.ptr, host.ptr, 256))  # fmt: skip
-    probe.say(f"  pinned copy memory kinds: src {pinned['src_kind']}, dst {pinned['dst_kind']}")
-
-    for label, index in (("fill_(1.0)", fill_at), ("strided copy", strided_at)):
-        probe.say(f"\n-- the nodes of {label}")
-        nodes = by_record[index]
+    wanted = [(a.ptr + 16, b.ptr + 8, 400), (on_device.ptr, up.ptr, 256), (down.ptr, on_device.ptr, 256)]
+    for nth, (label, want) in enumerate(zip(("offsets", "pinned to device", "device to pinned"), wanted)):
+        nodes = [n for n in _owned(match, _find(trace, "wp.copy", nth)) if n.type == "MEMCPY"]
         for node in nodes:
-            probe.say("  " + _node_summary(node))
-            if node.type == "KERNEL":
-                probe.say(f"  cuFuncGetParamInfo on its function: {reader.layout(node.fields['func'])}")
-        probe.expect(f"{label}'s nodes are Warp's own and read", [(n.role, n.error) for n in nodes],
-                     [("warp-native", "")] * len(nodes))  # fmt: skip
-        probe.expect(f"{label} made at least one node", bool(nodes), True)
-
-    probe.say("\n-- spans against the graph")
-    for i, r in enumerate(records):
-        if r.capture is not None:
-            made = [n.handle for n in span_nodes([n for n in match.nodes if n.graph == top], r.capture)]
-            probe.say(f"  record {i} {r.kernel}: {len(made)} node(s) {[hex(h) for h in made]}")
-    result = check(match)
-    probe.expect("the cross-check finds nothing", [f.message for f in result.findings], [])
-    probe.expect("the cross-check is complete", result.notes, [])
-    wp.capture_launch(capture.graph)
-    wp.synchronize_device(device)
+            struct = reader.call("cuGraphMemcpyNodeGetParams", driver.CUgraphNode(node.handle))
+            probe.say(f"  -- {label}: " + ", ".join(f"{name}={_field(struct, name)}" for name in _MEMCPY_FIELDS))
+            probe.say(f"     memory kinds: src {node.fields['src_kind']}, dst {node.fields['dst_kind']}")
+        probe.expect(f"{label}: (dst, src, nbytes)", [(n.fields["dst"], n.fields["src"], n.fields["nbytes"])
+                     for n in nodes], [want])  # fmt: skip
+    _checked_clean(probe, match)
 
 
-def _conditional_capture(probe: Probe, wp: Any, driver: Any, device: str) -> None:
-    import graphcheck as gc
-    from graphcheck import _cuda, _warp
-    from graphcheck.crosscheck import check
-    from graphcheck.graph import read_match
+@section("Warp's runtime-launched kernels: fill_, a strided copy, radix sort")
+def _runtime_kernels(probe: Probe, ctx: Any) -> None:
+    from graphcheck import _cuda
+
+    wp, device = ctx.wp, ctx.device
+    a = wp.zeros(1000, dtype=float, device=device)
+    wide, other = wp.zeros((32, 2), dtype=float, device=device), wp.ones((32, 2), dtype=float, device=device)
+    keys = wp.array(list(range(64, 0, -1)) * 2, dtype=int, device=device)
+    values = wp.zeros(128, dtype=int, device=device)
+
+    def work() -> None:
+        a.fill_(1.0)
+        wp.copy(wide[:, 0], other[:, 1])
+        wp.utils.radix_sort_pairs(keys, values, 64)
+
+    trace, cap = _capture(ctx, work)
+    _records(probe, trace)
+    match = _match(probe, cap, trace)
+    reader = _cuda.Reader()
+    for node in match.nodes:
+        if node.type == "KERNEL":
+            raw = _cuda.kernel_params(node.handle)
+            func, kern = int(raw.func), int(raw.kern)
+            target, is_kernel = (func, False) if func else (kern, True)
+            probe.say(f"  node {node.index}: func {func:#x} kern {kern:#x} name {reader.name(target, is_kernel)!r} "
+                      f"layout {reader.layout(target, is_kernel)}")  # fmt: skip
+    for label, kernel in (("fill_", "array.fill_"), ("strided copy", "wp.copy")):
+        nodes = _owned(match, _find(trace, kernel))
+        probe.expect(f"{label}: nodes read and Warp's own", bool(nodes) and all(
+            n.role in ("warp-native", "recorded") and not n.error for n in nodes), True)  # fmt: skip
+    sort = [i for i, r in enumerate(trace.records) if r.kind == "native"]
+    nodes = [n for i in sort for n in _owned(match, i)]
+    probe.expect("radix sort: nodes read and Warp's own", bool(nodes) and all(
+        n.role == "warp-native" and not n.error for n in nodes), True)  # fmt: skip
+    _checked_clean(probe, match)
+
+
+@section("the function queries from a thread in which Warp never made a context current")
+def _fresh_thread(probe: Probe, ctx: Any) -> None:
+    from graphcheck import _cuda
     from tests import kernels as K
 
-    probe.say("\n== capture_while with a body, capture_if with a Graph branch")
+    wp, device = ctx.wp, ctx.device
+    x = wp.zeros(16, dtype=float, device=device)
+    trace, cap = _capture(ctx, lambda: wp.launch(K.add_one, dim=16, inputs=[x], device=device))
+    match = _match(probe, cap, trace)
+    kernels = [n for n in match.nodes if n.type == "KERNEL"]
+    if not kernels:
+        probe.skip("queries from a fresh thread", "no kernel node")
+        return
+    node = kernels[0]
+    here = (_cuda.Reader().layout(node.fields["func"]), _cuda.Reader().name(node.fields["func"]))
+    there: list[Any] = []
+
+    def ask() -> None:
+        try:
+            there.append((_cuda.Reader().layout(node.fields["func"]), _cuda.Reader().name(node.fields["func"])))
+            there.append(int(_cuda.kernel_params(node.handle).func))
+        except Exception as error:
+            there.append(f"{type(error).__name__}: {error}")
+
+    thread = threading.Thread(target=ask)
+    thread.start()
+    thread.join()
+    probe.say(f"  in this thread {here}; in a fresh one {there}")
+    probe.expect("a fresh thread gets the same layout and name", there[:1], [here])
+    probe.expect("a fresh thread reads the node", there[1:], [node.fields["func"]])
+
+
+@section("loading the bindings inside a live capture (a fresh process)")
+def _bindings_in_live_capture(probe: Probe, ctx: Any) -> None:
+    command = [sys.executable, os.path.abspath(__file__), _CHILD]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=_ROOT, timeout=300, check=False)
+    for line in (done.stdout + done.stderr).splitlines():
+        probe.say(f"  child: {line}")
+    probe.expect("the child's capture learnt its span and replayed", done.returncode, 0)
+
+
+def _bindings_in_live_capture_child(wp: Any) -> int:
+    import graphcheck as gc
+    from tests import kernels as K
+
+    device = str(wp.get_cuda_device(0))
+    x = wp.zeros(16, dtype=float, device=device)
+    wp.launch(K.add_one, dim=16, inputs=[x], device=device)
+    wp.synchronize_device(device)
+    print(f"cuda.bindings loaded before the capture: {'cuda.bindings.driver' in sys.modules}")
+    with gc.trace_launches() as trace, wp.ScopedCapture(device=device) as cap:
+        wp.launch(K.add_one, dim=16, inputs=[x], device=device)
+    print(f"span {trace[0].capture}")
+    wp.capture_launch(cap.graph)
+    wp.synchronize_device(device)
+    print(f"x after one eager launch and one replay: {x.numpy()[:2]}")
+    return 0 if trace[0].capture is not None and float(x.numpy()[0]) == 2.0 else 1
+
+
+@section("memset fields: zero_ and a uint8 fill_")
+def _memsets(probe: Probe, ctx: Any) -> None:
+    from graphcheck import _cuda
+
+    wp, driver, device = ctx.wp, ctx.driver, ctx.device
+    a = wp.ones(1000, dtype=float, device=device)
+    u8 = wp.zeros(1000, dtype=wp.uint8, device=device)
+
+    def work() -> None:
+        a.zero_()
+        u8.fill_(7)
+
+    trace, cap = _capture(ctx, work)
+    _records(probe, trace)
+    match = _match(probe, cap, trace)
+    reader = _cuda.Reader()
+    for label, kernel, want in (
+        ("zero_", "array.zero_", (a.ptr, 0, 4000)),
+        ("uint8 fill_(7)", "array.fill_", (u8.ptr, 7, 1000)),
+    ):
+        nodes = [n for n in _owned(match, _find(trace, kernel)) if n.type == "MEMSET"]
+        for node in nodes:
+            struct = reader.call("cuGraphMemsetNodeGetParams", driver.CUgraphNode(node.handle))
+            probe.say(f"  -- {label}: " + ", ".join(f"{name}={_field(struct, name)}" for name in _MEMSET_FIELDS))
+        probe.expect(f"{label}: (dst, value, nbytes)", [(n.fields["dst"], n.fields["value"], n.fields["nbytes"])
+                     for n in nodes], [want])  # fmt: skip
+    _checked_clean(probe, match)
+
+
+@section("attribution with a forked side stream and a conditional")
+def _side_stream(probe: Probe, ctx: Any) -> None:
+    from tests import kernels as K
+
+    wp, device = ctx.wp, ctx.device
     if not wp.is_conditional_graph_supported():
-        probe.say("  skipped: Warp says conditional graph nodes are not supported here")
+        probe.skip("a side stream and a conditional", "Warp says conditional graph nodes are not supported here")
+        return
+    side = wp.Stream(device)
+    x, y, z = (wp.zeros(16, dtype=float, device=device) for _ in range(3))
+    flag = wp.array([1], dtype=int, device=device)
+
+    def work() -> None:
+        main = wp.get_stream(device)
+        side.wait_stream(main)  # fork
+        wp.launch(K.add_one, dim=16, inputs=[y], device=device, stream=side)  # not joined until the end
+        wp.capture_if(flag, on_true=lambda: wp.launch(K.add_one, dim=16, inputs=[x], device=device))
+        wp.launch(K.add_one, dim=16, inputs=[z], device=device)
+        main.wait_stream(side)  # join, or the capture cannot end
+
+    trace, cap = _capture(ctx, work)
+    _records(probe, trace)
+    match = _match(probe, cap, trace)
+    launches = [i for i, r in enumerate(trace.records) if r.kind == "launch"]
+    probe.expect("each launch has exactly its kernel node", [[n.type for n in _owned(match, i)] for i in launches],
+                 [["KERNEL"]] * 3)  # fmt: skip
+    conditional = _find(trace, "wp.capture_if")
+    probe.expect("the conditional holds its setter kernel and its node, not the side stream's launch",
+                 sorted(n.role for n in _owned(match, conditional)), ["recorded", "warp-conditional"])  # fmt: skip
+    _checked_clean(probe, match)
+
+
+@section("a capture on a stream that is not the device's current one")
+def _non_current_stream(probe: Probe, ctx: Any) -> None:
+    import graphcheck as gc
+    from tests import kernels as K
+
+    wp, device = ctx.wp, ctx.device
+    if not wp.is_conditional_graph_supported():
+        probe.skip("capture_if on a non-current stream", "Warp says conditional graph nodes are not supported here")
+        return
+    s = wp.Stream(device)
+    x = wp.zeros(16, dtype=float, device=device)
+    flag = wp.array([1], dtype=int, device=device)
+
+    def work() -> None:
+        wp.launch(K.add_one, dim=16, inputs=[x], device=device, stream=s)
+        wp.capture_if(flag, on_true=lambda: wp.launch(K.add_one, dim=16, inputs=[x], device=device, stream=s), stream=s)
+
+    trace, cap = _capture(ctx, work, stream=s)
+    _records(probe, trace)
+    probe.expect("every record learnt its span", [r.kernel for r in trace.records if r.capture is None], [])
+    match = _match(probe, cap, trace)
+    _checked_clean(probe, match)
+    probe.say("  -- and a zero_() Warp sends to the device's current stream while the capture is on s:")
+    y = wp.ones(16, dtype=float, device=device)
+    with gc.trace_launches() as escaped, wp.ScopedCapture(device=device, stream=s) as cap2:
+        wp.launch(K.add_one, dim=16, inputs=[x], device=device, stream=s)
+        y.zero_()
+    _records(probe, escaped)
+    from graphcheck.checks import uncaptured
+
+    probe.expect("the zero_ is a stream-drift finding", [f.kind for f in uncaptured(escaped)], ["stream-drift"])
+    del cap2
+
+
+@section("a module rebuilt during the capture (a generic kernel's new overload)")
+def _module_rebuild(probe: Probe, ctx: Any) -> None:
+    import graphcheck as gc
+    from tests_gpu import gpu_kernels as G
+
+    wp, device = ctx.wp, ctx.device
+    x, y = wp.ones(16, dtype=float, device=device), wp.zeros(16, dtype=float, device=device)
+    n = wp.zeros(16, dtype=wp.int64, device=device)
+    wp.launch(G.doubled, dim=16, inputs=[x, y], device=device)
+    wp.synchronize_device(device)
+    with gc.GraphGuard(device=device, reference=None, on_failure="ignore") as guard:
+        wp.launch(G.doubled, dim=16, inputs=[x, y], device=device)
+        wp.launch(G.generic_fill, dim=16, inputs=[n, wp.int64(3)], device=device)  # a new overload: rebuilds
+    probe.say(f"  report: {guard.report}")
+    probe.expect("no node-mismatch", [f.message for f in guard.report.findings if f.kind == "node-mismatch"], [])
+
+
+@section("mem-alloc and mem-free nodes; HashGrid.build inside a capture")
+def _allocation_nodes(probe: Probe, ctx: Any) -> None:
+    from tests import kernels as K
+
+    wp, device = ctx.wp, ctx.device
+    if not wp.is_mempool_enabled(device):
+        probe.skip("allocation nodes", "the device's memory pool is off")
+        return
+    made: list[int] = []
+
+    def work() -> None:
+        t = wp.zeros(64, dtype=float, device=device)
+        made.append(t.ptr)
+        wp.launch(K.add_one, dim=64, inputs=[t], device=device)
+        del t
+        gc_module.collect()
+
+    trace, cap = _capture(ctx, work)
+    match = _match(probe, cap, trace)
+    allocs = [(n.type, n.fields.get("dst"), n.role) for n in match.nodes if n.type in ("MEM_ALLOC", "MEM_FREE")]
+    probe.expect("the allocation's nodes are Warp's", allocs, [("MEM_ALLOC", made[-1], "allocation"),
+                                                               ("MEM_FREE", made[-1], "allocation")])  # fmt: skip
+    _checked_clean(probe, match)
+    points = wp.array([wp.vec3(i * 0.1, 0.0, 0.0) for i in range(64)], dtype=wp.vec3, device=device)
+    grid = wp.HashGrid(8, 8, 8, device=device)
+    try:
+        trace, cap = _capture(ctx, lambda: grid.build(points, 0.25))
+    except Exception as error:
+        probe.say(f"  HashGrid.build inside a capture failed: {type(error).__name__}: {error}")
+        probe.expect("HashGrid.build can be captured", False, True)
+        return
+    _records(probe, trace)
+    match = _match(probe, cap, trace)
+    probe.expect("HashGrid.build's nodes are Warp's own", [(n.index, n.type, n.role) for n in match.nodes
+                 if n.role in ("foreign", "unrecorded", "unread")], [])  # fmt: skip
+
+
+@section("edge types and node order; cuGraphKernelNodeSetParams with the struct read back")
+def _edges_and_set_params(probe: Probe, ctx: Any) -> None:
+    from graphcheck import _cuda, _warp
+    from tests import kernels as K
+
+    wp, driver, device = ctx.wp, ctx.driver, ctx.device
+    x = wp.zeros(16, dtype=float, device=device)
+
+    def work() -> None:
+        for _ in range(3):
+            wp.launch(K.add_one, dim=16, inputs=[x], device=device)
+        x.zero_()
+
+    trace, cap = _capture(ctx, work)
+    match = _match(probe, cap, trace)
+    top = driver.CUgraph(_warp.graph_handle(cap.graph))
+    _, _, _, _, count = driver.cuGraphGetEdges(top)
+    err, sources, targets, data, count = driver.cuGraphGetEdges(top, count)
+    probe.say(f"  {count} edge(s): {[(int(s), int(t), int(d.type)) for s, t, d in zip(sources, targets, data)]}")
+    probe.expect("every edge is a default edge (type 0)", {int(d.type) for d in list(data)[:count]} <= {0}, True)
+    _, _, n = driver.cuGraphGetNodes(top)
+    _, listed, n = driver.cuGraphGetNodes(top, n)
+    spans = [r.capture.after[-1] for r in trace.records if r.capture is not None and r.capture.after]
+    probe.say(f"  cuGraphGetNodes order {[int(h) for h in listed[:n]]}; capture order {spans}")
+    kernels = [nd for nd in match.nodes if nd.type == "KERNEL"]
+    if not kernels:
+        probe.skip("cuGraphKernelNodeSetParams", "no kernel node")
+        return
+    params = _cuda.kernel_params(kernels[0].handle)
+    try:
+        _cuda.set_kernel_params(kernels[0].handle, params)
+        again = _cuda.kernel_params(kernels[0].handle)
+        probe.expect("set back unchanged, the node reads the same", (int(again.func), again.gridDimX),
+                     (int(params.func), params.gridDimX))  # fmt: skip
+    except Exception as error:
+        probe.expect(f"cuGraphKernelNodeSetParams accepts the struct read back ({error})", False, True)
+
+
+@section("conditionals: a capture_while body, a capture_if with a Graph branch")
+def _conditional_capture(probe: Probe, ctx: Any) -> None:
+    from graphcheck import _cuda
+    from tests import kernels as K
+
+    wp, device = ctx.wp, ctx.device
+    if not wp.is_conditional_graph_supported():
+        probe.skip("conditionals", "Warp says conditional graph nodes are not supported here")
         return
     counter = wp.array([3], dtype=int, device=device)
     flag = wp.array([1], dtype=int, device=device)
@@ -264,28 +686,23 @@ def _conditional_capture(probe: Probe, wp: Any, driver: Any, device: str) -> Non
         wp.launch(K.add_one, dim=16, inputs=[x], device=device)
         wp.launch(K.decrement_int, dim=1, inputs=[counter], device=device)
 
-    with gc.trace_launches(include_warp=True) as trace, wp.ScopedCapture(device=device) as capture:
+    def work() -> None:
         wp.capture_while(counter, body)
         wp.capture_if(flag, on_true=branch.graph)
-    top = _warp.graph_handle(capture.graph)
-    probe.say(f"  top graph {top:#x}")
-    for i, r in enumerate(trace.records):
-        probe.say(f"  record {i} {r.kind} {r.kernel} nested={r.nested}: capture span {r.capture}")
-    kinds = [(r.kind, r.nested) for r in trace.records]
-    if not probe.expect(
-        "the records", kinds, [("conditional", False), ("launch", True), ("launch", True), ("conditional", False)]
-    ):
-        return
-    while_record, body_add, _, if_record = trace.records
-    while_bodies = while_record.capture.bodies if while_record.capture else ()
-    if_bodies = if_record.capture.bodies if if_record.capture else ()
+
+    trace, cap = _capture(ctx, work, warm=False)
+    _records(probe, trace)
+    # A body's operations carry (conditional's seq, branch, iteration); the conditionals False.
+    probe.expect("the records", [(r.kind, isinstance(r.nested, tuple)) for r in trace.records],
+                 [("conditional", False), ("launch", True), ("launch", True), ("conditional", False)])  # fmt: skip
+    spans = [r.capture for r in trace.records]
+    while_span, body_span, _, if_span = (spans + [None] * 4)[:4]
+    while_bodies = while_span.bodies if while_span else ()
     probe.expect("capture_while learnt one body", len(while_bodies), 1)
-    body_graph = body_add.capture.graph if body_add.capture else None
-    probe.expect("inside the while body, capture info names the body graph", (body_graph,), while_bodies[:1])
-    probe.expect("capture_if with a Graph branch learnt its body", len(if_bodies), 1)
-    match = read_match(capture.graph, trace)
-    for node in match.nodes:
-        probe.say("  " + _node_summary(node))
+    probe.expect("inside the while body, capture info names the body graph",
+                 (body_span.graph if body_span else None,), tuple(while_bodies[:1]))  # fmt: skip
+    probe.expect("capture_if with a Graph branch learnt its body", len(if_span.bodies) if if_span else 0, 1)
+    match = _match(probe, cap, trace)
     reader = _cuda.Reader()
     if reader.version >= _cuda.CONDITIONAL_BODIES:
         for node in match.nodes:
@@ -294,11 +711,35 @@ def _conditional_capture(probe: Probe, wp: Any, driver: Any, device: str) -> Non
     probe.expect("every node is accounted for", [(n.index, n.role) for n in match.nodes
                  if n.role in ("unrecorded", "foreign", "unread")], [])  # fmt: skip
     probe.expect("the Graph branch's child graph was walked", any(n.type == "GRAPH" for n in match.nodes), True)
-    result = check(match)
-    probe.expect("the cross-check finds nothing", [f.message for f in result.findings], [])
-    probe.expect("the cross-check is complete", result.notes, [])
-    wp.capture_launch(capture.graph)
+    baked = {a.start for addresses in match.addresses().values() for a in addresses}
+    probe.expect("the Graph branch's baked address reaches the replay check", x.ptr in baked, True)
+    _checked_clean(probe, match)
+    wp.capture_launch(cap.graph)
     probe.expect("the replay counted down", int(counter.numpy()[0]), 0)
+
+
+@section("deterministic mode: Warp's native deterministic work")
+def _deterministic(probe: Probe, ctx: Any) -> None:
+    wp, device = ctx.wp, ctx.device
+    mode = getattr(getattr(wp.config, "DeterministicMode", None), "RUN_TO_RUN", None)
+    if mode is None:
+        probe.skip("deterministic mode", f"Warp {wp.__version__} has no wp.config.DeterministicMode")
+        return
+    saved = wp.config.deterministic
+    wp.config.deterministic = mode
+    try:
+        from tests_gpu import deterministic_kernels as D
+
+        x = wp.ones(256, dtype=float, device=device)
+        total = wp.zeros(1, dtype=float, device=device)
+        trace, cap = _capture(ctx, lambda: wp.launch(D.atomic_total, dim=256, inputs=[x, total], device=device))
+        _records(probe, trace)
+        match = _match(probe, cap, trace)
+        probe.expect("every node is accounted for", [(n.index, n.type, n.role) for n in match.nodes
+                     if n.role in ("unrecorded", "foreign", "unread")], [])  # fmt: skip
+        _checked_clean(probe, match)
+    finally:
+        wp.config.deterministic = saved
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ import contextvars
 import inspect
 import sys
 import types
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
@@ -49,6 +50,7 @@ import warp as wp
 import warp._src.context as _context
 import warp._src.types as _types
 
+from .._warnings import GraphCheckWarning, user_stacklevel
 from .objects import stream_handle
 from .version import _COPY_INTENT, _CPU_INVOKERS, _LAUNCH_INTENT, _NATIVE_HELPER, _fail, _runtime, check_warp
 
@@ -535,14 +537,24 @@ def _make_cuda_launch_hook(original: Any) -> Callable[..., Any]:
                 context, func, dim_size, max_blocks, block_dim, grid_stride, cluster_dim, smem_bytes,
                 kernel_params, stream, apic_info,
             )  # fmt: skip
-        record = session.on_cuda_launch(
-            func, dim_size, max_blocks, block_dim, grid_stride, cluster_dim, smem_bytes, kernel_params, stream
-        )
+        try:
+            record = session.on_cuda_launch(
+                func, dim_size, max_blocks, block_dim, grid_stride, cluster_dim, smem_bytes, kernel_params, stream
+            )
+        except Exception as error:  # graphcheck's own failure never stops the user's launch
+            record, unrecorded = None, error
         failed = original(
             context, func, dim_size, max_blocks, block_dim, grid_stride, cluster_dim, smem_bytes,
             kernel_params, stream, apic_info,
         )  # fmt: skip
-        if failed:
+        if record is None:
+            warnings.warn(
+                f"graphcheck could not record a CUDA launch ({type(unrecorded).__name__}: {unrecorded}): the launch "
+                "ran, but graphcheck's checks of this call do not cover it; please report this to graphcheck",
+                GraphCheckWarning,
+                stacklevel=user_stacklevel(),
+            )
+        elif failed:
             session.retract(record)  # Warp raises its own error; nothing was enqueued
         else:
             session.after_cuda_op(record, stream_handle(stream))

@@ -343,6 +343,24 @@ def device_stream_handle(device: Any) -> int | None:
     return stream_handle(device.stream) if device.is_cuda else None
 
 
+def capturing_streams(device: Any) -> tuple[int, ...]:
+    """The handles of the streams of ``device`` Warp has a capture open on (none on the CPU,
+    nor while the user paused the capture)."""
+    try:
+        device = _runtime().get_device(device)
+    except (RuntimeError, ValueError, TypeError):  # no device name to go by ("?")
+        return ()
+    if not device.is_cuda:
+        return ()
+    return tuple(handle for handle in (stream_handle(s) for s in list(device.captures)) if handle)
+
+
+def current_cuda_device() -> Any:
+    """The device of the current CUDA context: where Warp's native device helpers (sort,
+    scan, hash grids) enqueue, on its current stream."""
+    return _runtime().get_current_cuda_device()
+
+
 def stream_is_capturing(handle: int | None) -> bool:
     """Whether a CUDA stream is capturing right now."""
     if not handle:
