@@ -1,11 +1,14 @@
 """The public corpus on the CPU: every unsafe pattern caught with its kind, safe ones pass."""
 
+import functools
+
 import numpy as np
 import pytest
+import warp as wp
 
 import graphcheck as gc
 from graphcheck.buffers import arrays_of
-from tests import producers as P
+from tests import kernels as K, producers as P
 from tests.releases import CAPTURE_ERROR_ON_READBACK, CPU_GRAPH_RECORDS_HASH_GRID
 
 DEVICE = "cpu"
@@ -80,6 +83,25 @@ def test_owners_default_to_the_bound_method_s_object():
     assert set(checked.report.kinds()) == {"foreign-buffer"}
     (finding,) = checked.report.findings
     assert "none of the 2 owned buffers" in finding.message
+
+
+@pytest.mark.parametrize("bind", ["default", "partial"])
+def test_owners_default_to_a_function_s_defaults_and_a_partial_s_arguments(bind):
+    def steps():
+        x, v = wp.zeros(P.N, dtype=float, device=DEVICE), wp.ones(P.N, dtype=float, device=DEVICE)
+        if bind == "default":
+            return x, lambda x=x, v=v: wp.launch(K.integrate, dim=P.N, inputs=[x, v, 0.1], device=DEVICE)
+        return x, functools.partial(wp.launch, K.integrate, dim=P.N, inputs=[x, v, 0.1], device=DEVICE)
+
+    x, step = steps()
+    checked = gc.capture(step)  # owners: the function (its defaults) or the partial (its arguments)
+    assert checked.report.ok, str(checked.report)
+    twin_x, twin_step = steps()
+    for _ in range(3):
+        twin_step()
+        checked.launch()
+    twin_step()  # as the reference call did
+    np.testing.assert_array_equal(x.numpy(), twin_x.numpy())
 
 
 def test_the_corpus_is_large_enough():
