@@ -494,6 +494,22 @@ class Session:
         )  # fmt: skip
         return self._run(record, original, args, {}, handle)
 
+    def on_deterministic(self, original: Callable[..., Any], args: tuple[Any, ...], kwargs: Any) -> Any:
+        """Warp's deterministic launcher (``launch_deterministic(kernel, hooks, params,
+        bounds, device, stream, ...)``): the native work it enqueues around the kernel's
+        phase launches (recorded as launches of their own) is one internal operation, so
+        the nodes it adds are Warp's own."""
+        named = dict(zip(("kernel", "hooks", "params", "bounds", "device", "stream"), args))
+        named.update(kwargs)
+        handle = _warp.stream_handle(named.get("stream"))
+        code, lasti, via, _ = _caller(sys._getframe(2), "launch")
+        kernel = named.get("kernel")
+        record = LaunchRecord(
+            "native", "launch_deterministic", False, None, {"kernel": _warp.kernel_name(kernel) if kernel else "?"},
+            str(named.get("device")), 0, 0, handle, code, lasti, via, True, next(_sequence), False, None, (),
+        )  # fmt: skip
+        return self._run(record, original, args, kwargs, handle)
+
     def on_conditional(
         self, original: Callable[..., Any], name: str, condition: Any, args: tuple[Any, ...], kwargs: Any
     ) -> Any:

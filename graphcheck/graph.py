@@ -92,6 +92,8 @@ class GraphMatch:
     nodes: list[GraphNode]
     trace: LaunchTrace
     gaps: list[str] = field(default_factory=list)
+    #: CUfunction -> (kernel, adjoint) for the kernel nodes of child graphs: how their bytes decode.
+    child_kernels: dict[int, tuple[Any, bool]] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -145,7 +147,73 @@ class GraphMatch:
             out.setdefault(operation, []).extend(
                 NodeAddress(node.record, operation, arg, start, max(int(nbytes), 1)) for arg, start, nbytes in found
             )
+        # A child graph is a copy of a graph captured before (a wp.capture_if Graph
+        # branch): its nodes bake addresses too, counted to the operation that embedded it.
+        owners = _child_graph_owners(self.nodes, records)
+        for node in self.nodes:
+            index = owners.get(node.graph)
+            if node.role != "embedded" or index is None:
+                continue
+            operation = positions.get(index, -1)
+            if operation not in out:  # the operation's own addresses (a condition) stand beside them
+                out[operation] = [NodeAddress(index, operation, a.arg, a.start, a.nbytes)
+                                  for a in records[index].addresses()]  # fmt: skip
+            out[operation].extend(
+                NodeAddress(index, operation, f"{arg} (child graph node {node.index})", start, max(int(nbytes), 1))
+                for arg, start, nbytes in _child_node_addresses(node, self.child_kernels)
+            )
         return out
+
+
+def _child_graph_owners(nodes: Sequence[GraphNode], records: Sequence[LaunchRecord]) -> dict[int, int]:
+    """Child graph -> the index of the operation that embedded it: the ``wp.capture_if`` /
+    ``capture_while`` whose body holds its node, or the operation that made the node."""
+    owners: dict[int, int] = {}
+    for index, record in enumerate(records):
+        if record.kind == "conditional" and record.capture is not None:
+            owners.update(dict.fromkeys(record.capture.bodies, index))
+    for node in nodes:  # walk order: a child graph's node comes before its contents
+        if node.type == "GRAPH":
+            owner = node.record if node.record is not None else owners.get(node.graph)
+            if owner is not None:
+                owners.update(dict.fromkeys(node.fields.get("graphs", ()), owner))
+    return owners
+
+
+def _child_node_addresses(node: GraphNode, kernels: dict[int, tuple[Any, bool]]) -> list[tuple[str, int, int]]:
+    """``(arg, start, nbytes)`` of the addresses a node of a child graph bakes; a kernel's
+    when its function is a known Warp kernel's and its bytes fit that kernel's layout."""
+    fields = node.fields
+    if node.type == "MEMCPY":
+        return [
+            (arg, fields[key], fields.get(f"{key}_extent", fields.get("nbytes", 1)))
+            for arg, key in (("dest", "dst"), ("src", "src"))
+            if fields.get(key) is not None
+        ]
+    if node.type == "MEMSET":
+        return [("dest", fields["dst"], fields.get("extent", fields.get("nbytes", 1)))]
+    layout = _child_kernel_layout(node, kernels)
+    if layout is None:
+        return []
+    return [
+        (address.arg, address.start, address.nbytes)
+        for name, value in decode(layout, fields["params"]).items()
+        if isinstance(value, ArrayRef)
+        for address in value.addresses(name)
+    ]
+
+
+def _child_kernel_layout(node: GraphNode, kernels: dict[int, tuple[Any, bool]]) -> Any:
+    """The layout a child graph's kernel node's bytes follow, or None when unknown: its
+    function is no Warp kernel loaded now, or its parameters do not fit the kernel's."""
+    known = kernels.get(int(node.fields.get("func") or 0)) if node.type == "KERNEL" else None
+    params = node.fields.get("params")
+    if known is None or params is None:
+        return None
+    layout = _warp.kernel_layout(*known)
+    if len(params) < len(layout) or any(len(got) != spec.size for spec, got in zip(layout, params)):
+        return None
+    return layout
 
 
 def _decodable(node: GraphNode, record: LaunchRecord) -> bool:
@@ -212,7 +280,9 @@ class _Graph:
         return [by_handle[h] for h in ordered]
 
 
-def match_nodes(nodes: Sequence[GraphNode], trace: LaunchTrace, *, warp_functions: Any = None) -> GraphMatch:
+def match_nodes(
+    nodes: Sequence[GraphNode], trace: LaunchTrace, *, warp_functions: Any = None, child_kernels: Any = None
+) -> GraphMatch:
     """Set every node's ``record`` and ``role`` from the trace's capture spans.
 
     Args:
@@ -221,6 +291,8 @@ def match_nodes(nodes: Sequence[GraphNode], trace: LaunchTrace, *, warp_function
         warp_functions: CUfunction -> (kernel, adjoint) of every Warp kernel the graph
             retains: an unclaimed node running one is Warp's (``"unrecorded"``), any
             other unclaimed kernel ``"foreign"``.
+        child_kernels: CUfunction -> (kernel, adjoint) of Warp kernels a child graph's
+            kernel nodes may run, to read the addresses they bake.
 
     Returns:
         The match, with a gap for every node that could not be read, every conditional
@@ -260,7 +332,33 @@ def match_nodes(nodes: Sequence[GraphNode], trace: LaunchTrace, *, warp_function
     for node in nodes:
         if not node.role:
             node.role = _unclaimed_role(node, embedded, trace, warp_functions)
-    return GraphMatch(list(nodes), trace, _gaps(nodes, records))
+    child_kernels = dict(child_kernels or {})
+    gaps = _gaps(nodes, records) + _child_gaps(nodes, records, child_kernels)
+    return GraphMatch(list(nodes), trace, gaps, child_kernels)
+
+
+def _child_gaps(nodes: Sequence[GraphNode], records: Sequence[LaunchRecord], kernels: dict[int, Any]) -> list[str]:
+    """What the replay check cannot read of child graphs: those no recorded operation
+    embedded (a ``wp.capture_launch`` inside the capture), kernels of unknown functions."""
+    owners = _child_graph_owners(nodes, records)
+    embedded = [n for n in nodes if n.role == "embedded" and n.type in ("KERNEL", "MEMCPY", "MEMSET")]
+    orphans = [n for n in embedded if n.graph not in owners]
+    unknown = [
+        n for n in embedded if n.type == "KERNEL" and n.graph in owners and _child_kernel_layout(n, kernels) is None
+    ]
+    gaps = []
+    if orphans:
+        gaps.append(
+            f"{len(orphans)} node(s) of child graphs no recorded operation embedded (a wp.capture_launch inside the "
+            f"capture?) are not checked before replay: {_listed([f'node {n.index}' for n in orphans])}"
+        )
+    if unknown:
+        named = [f"node {n.index} ({n.name or hex(int(n.fields.get('func') or 0))})" for n in unknown]
+        gaps.append(
+            f"the addresses {len(unknown)} kernel node(s) of child graphs bake cannot be read for the replay check "
+            f"(not a Warp kernel loaded now): {_listed(named)}"
+        )
+    return gaps
 
 
 def _claim(index: int, record: LaunchRecord, own: list[GraphNode]) -> None:
@@ -378,7 +476,8 @@ def read_match(graph: Any, trace: LaunchTrace, reader: Any = None) -> GraphMatch
         )
     reader = reader if reader is not None else _cuda.Reader()
     nodes = walk(reader, handle, trace.records)
-    return match_nodes(nodes, trace, warp_functions=_warp.cuda_function_map(graph))
+    children = _warp.loaded_cuda_kernels() if any(n.type == "GRAPH" for n in nodes) else {}
+    return match_nodes(nodes, trace, warp_functions=_warp.cuda_function_map(graph), child_kernels=children)
 
 
 def walk(reader: Any, top: int, records: Sequence[LaunchRecord]) -> list[GraphNode]:

@@ -478,3 +478,88 @@ def test_a_driver_describing_endless_parameters_is_cut_short():
 
     layout, why = _cuda.Reader(Endless(), 13000).layout(FUNC)
     assert layout is None and "answered past 32768 parameters" in why
+
+
+# -- child graphs ---------------------------------------------------------------------------------------
+
+
+def test_the_addresses_a_graph_branch_bakes_reach_the_replay_check(scripted):
+    """Issue 23, defect 7: wp.capture_if(on_true=graph) copies the branch graph into the
+    capture; its nodes bake addresses too, and the replay check now sees them (as the
+    conditional's), beside the condition's own address."""
+    keep = Keep()
+    x, y = floats(), floats(1.0)
+    condition = wp.array([1], dtype=int, device=DEVICE)
+    scripted.op(0xC000, (), (0xC1,))
+    with gc.trace_launches() as branch_trace:  # the branch graph, captured before: its launch's bytes
+        branch = cuda_launch(K.add_one, N, [x])
+    scripted.before(GRAPH, ())
+    scripted.after(GRAPH, (0x2,))
+    with gc.trace_launches() as trace:
+        wp.capture_if(condition, on_true=lambda: resumed(BODY))  # on CUDA: the Graph branch, inserted
+    scripted.done()
+    setter = kernel_struct([b"\x00" * 8] * 2, keep, func=0xD00D)
+    scripted.kernel(GRAPH, 0x1, setter, [(0, 8)] * 2, name=b"set_conditional_if_handle_kernel")
+    scripted.node(GRAPH, 0x2, "CONDITIONAL", deps=(0x1,))
+    scripted.graphs[BODY] = []
+    scripted.child(BODY, 0xB1, 0xC000)
+    params = packed_bytes(branch)
+    scripted.kernel(0xC000, 0xC1, kernel_struct(params, keep, func=0xF00), layout(params), name=b"add_one")
+    scripted.node(0xC000, 0xC2, "MEMCPY", memcpy_struct(y.ptr, x.ptr, 4 * N), deps=(0xC1,))
+    nodes = walk(_cuda.Reader(scripted, scripted.version), GRAPH, trace.records)
+    match = match_nodes(nodes, trace, child_kernels={0xF00: (K.add_one, False)})
+    assert [n.role for n in nodes] == ["warp-conditional", "recorded", "structure", "embedded", "embedded"]
+    assert match.complete and check(match).findings == []
+    (addresses,) = match.addresses().values()
+    assert sorted((a.arg, a.start) for a in addresses) == [
+        ("a (child graph node 3)", x.ptr), ("condition", condition.ptr), ("dest (child graph node 4)", y.ptr),
+        ("src (child graph node 4)", x.ptr),
+    ]  # fmt: skip
+    unknown = match_nodes(nodes, trace)  # no Warp kernel known for the branch's function
+    assert unknown.gaps == [
+        "the addresses 1 kernel node(s) of child graphs bake cannot be read for the replay check (not a Warp "
+        "kernel loaded now): node 3 (add_one)"
+    ]
+    assert len(branch_trace) == 1
+
+
+# -- deterministic mode ---------------------------------------------------------------------------------
+
+
+def test_a_deterministic_launch_owns_the_native_work_around_its_phases(scripted):
+    """Issue 23, defect 6: in deterministic mode Warp's launcher enqueues native work of its
+    own around the kernel's phase launches (a sort-reduce kernel, a device copy of counters);
+    those nodes were "from outside Warp". One internal operation now holds them. Warp's
+    launcher is stood in for by the phases it enqueues (it runs on CUDA only): a phase
+    launch through graphcheck's hook, and the native work as scripted nodes."""
+    from tests.internals import _warp, deterministic_hook
+
+    keep = Keep()
+    a, b = floats(), floats(1.0)
+    scripted.before(GRAPH, ())  # launch_deterministic
+    scripted.op(GRAPH, (0x1,), (0x2,))  # its phase launch, after Warp's sort-reduce (node 0x1)
+    scripted.after(GRAPH, (0x3,))  # then Warp's copy of the counters (node 0x3)
+    phases = []
+
+    def launcher(kernel, hooks, params, bounds, device, stream, *rest, **kwargs):
+        phases.append(cuda_launch(K.scale, N, [a, b, 2.5, 3]))
+
+    hook = deterministic_hook(launcher)
+    with gc.trace_launches(include_warp=True) as trace:
+        assert "launch_deterministic" in _warp.HOOKS.left_behind(), "graphcheck's hook is in Warp's launcher's place"
+        hook(K.scale, None, [], None, "cpu", STREAM, 0, 256, None, [])
+    scripted.done()
+    assert [(r.kind, r.kernel, r.internal) for r in trace] == [
+        ("native", "launch_deterministic", True), ("launch", "tests.kernels.scale", False)
+    ]  # fmt: skip
+    sort_reduce = kernel_struct([b"\x00" * 8] * 3, keep, func=0x5EED)
+    scripted.kernel(GRAPH, 0x1, sort_reduce, [(0, 8)] * 3, name=b"deterministic_sort_reduce")
+    params = packed_bytes(phases[0])
+    scripted.kernel(GRAPH, 0x2, kernel_struct(params, keep, func=FUNC), layout(params), deps=(0x1,))
+    scripted.node(GRAPH, 0x3, "MEMCPY", memcpy_struct(0x7000, 0x8000, 64), deps=(0x2,))
+    assert matched(scripted, trace) == {0: [(0x1, "warp-native"), (0x3, "warp-native")], 1: [(0x2, "recorded")]}
+    scripted.op(GRAPH, (0x3,), (0x4,))  # the next call's phase launch
+    with gc.trace_launches() as user:
+        hook(K.scale, None, [], None, "cpu", None, 0, 256, None, [])  # no stream: the launcher asks nothing
+    scripted.done()
+    assert [r.kernel for r in user] == ["tests.kernels.scale"], "Warp's own operation stays out of the user's trace"

@@ -440,7 +440,12 @@ def test_a_graph_branch_body_is_walked_before_driver_13_2(version):
     assert ("cuGraphNodeGetParams", 0x82) not in recorded.calls
     match = match_nodes(nodes, trace)
     assert [n.role for n in nodes] == ["warp-conditional", "recorded", "structure", "embedded"]
-    assert match.complete and check(match).findings == []
+    assert check(match).findings == []
+    # The branch's kernel runs no Warp kernel loaded here: the replay check cannot read it, and says so.
+    assert match.gaps == [
+        "the addresses 1 kernel node(s) of child graphs bake cannot be read for the replay check (not a Warp kernel "
+        "loaded now): node 3 (add_one)"
+    ]
 
 
 def test_an_unknown_conditional_body_is_a_gap_not_silence():

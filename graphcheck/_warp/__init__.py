@@ -30,6 +30,7 @@ from .capture import (
     graph_handle,
     graph_module_execs,
     kernel_function,
+    loaded_cuda_kernels,
     patch_capture_api,
     scoped_capture,
 )
@@ -160,6 +161,7 @@ __all__ = [
     "kernel_function",
     "kernel_layout",
     "kernel_name",
+    "loaded_cuda_kernels",
     "missing_internals",
     "native_args",
     "newer_release_warning",

@@ -128,3 +128,24 @@ def kernel_function(kernel: Any, device: Any, block_dim: int, adjoint: bool = Fa
     hooks = module_exec.get_kernel_hooks(kernel)
     handle = hooks.backward if adjoint else hooks.forward
     return int(handle) if handle else None
+
+
+def loaded_cuda_kernels() -> dict[int, tuple[Any, bool]]:
+    """CUfunction -> (kernel, adjoint) of the Warp kernels loaded on CUDA devices, as far as
+    Warp's loaded modules say which kernel each function runs: the kernels of a graph
+    captured earlier and embedded in another (a ``wp.capture_if`` Graph branch)."""
+    from warp._src import context as _context
+
+    out: dict[int, tuple[Any, bool]] = {}
+    for module in list(getattr(_context, "user_modules", {}).values()):
+        for module_exec in list(getattr(module, "execs", {}).values()):
+            hooks_by_name = getattr(module_exec, "kernel_hooks", {})
+            for kernel, name in list(getattr(module_exec, "kernel_names", {}).items()):
+                hooks = hooks_by_name.get(name)
+                if hooks is None:
+                    continue
+                if isinstance(hooks.forward, int) and hooks.forward:
+                    out[hooks.forward] = (kernel, False)
+                if isinstance(hooks.backward, int) and hooks.backward:
+                    out[hooks.backward] = (kernel, True)
+    return out

@@ -30,6 +30,8 @@ The interposition points (Warp 1.15 to 1.19; what differs: see ``WARP_INTERNALS`
 ``_init_from_data``           allocation tracker names the first frame outside Warp)
 ``core.wp_<native helper>``   ctypes attributes: sort, scan, reductions, hash grid,
                               BVH and mesh builds, recorded as opaque operations
+``launch_deterministic``      module attribute: a deterministic-mode launch's own
+                              native work, one opaque operation around its phases
 ============================  ====================================================
 
 Hooks are installed while at least one trace is active anywhere in the process and
@@ -299,6 +301,14 @@ def _plan_patches(recorder: Recorder) -> list[_Patch]:
     weave(
         "array._init_from_data", init_from_data, _op_prologue("init_from_data", ("self",)), _OP_ON_ERROR, _OP_EPILOGUE
     )
+
+    # Deterministic mode (Warp 1.19): around a kernel's phase launches (recorded as launches),
+    # Warp's deterministic launcher enqueues native work of its own (sort-reduce, counter
+    # scans and write-backs, a device copy); one operation holds it.
+    deterministic = sys.modules.get("warp._src.deterministic") or _import_deterministic()
+    if deterministic is not None and callable(getattr(deterministic, "launch_deterministic", None)):
+        original = deterministic.launch_deterministic
+        attr("launch_deterministic", deterministic, "launch_deterministic", _make_deterministic_hook(original))
 
     # Warp's native helpers (sort, scan, reductions, spatial structures).
     for name in dir(core):
@@ -656,6 +666,25 @@ def _make_capture_resume_hook(original: Callable[..., Any]) -> Callable[..., Any
 
     capture_resume.__doc__ = original.__doc__
     return capture_resume
+
+
+def _import_deterministic() -> Any:
+    try:
+        from warp._src import deterministic
+    except ImportError:  # a Warp without deterministic mode
+        return None
+    return deterministic
+
+
+def _make_deterministic_hook(original: Callable[..., Any]) -> Callable[..., Any]:
+    def launch_deterministic(*args: Any, **kwargs: Any) -> Any:
+        session = current_session()
+        if session is None:
+            return original(*args, **kwargs)
+        return session.on_deterministic(original, args, kwargs)
+
+    launch_deterministic.__doc__ = original.__doc__
+    return launch_deterministic
 
 
 def _make_native_hook(name: str, original: Any, on_device: bool) -> Callable[..., Any]:
