@@ -139,10 +139,11 @@ def loaded_cuda_kernels() -> dict[int, tuple[Any, bool]]:
     out: dict[int, tuple[Any, bool]] = {}
     for module in list(getattr(_context, "user_modules", {}).values()):
         for module_exec in list(getattr(module, "execs", {}).values()):
-            hooks_by_name = getattr(module_exec, "kernel_hooks", {})
-            for kernel, name in list(getattr(module_exec, "kernel_names", {}).items()):
-                hooks = hooks_by_name.get(name)
-                if hooks is None:
+            # Warp 1.19 keys the hooks by mangled name (kernel_names: kernel -> name); before, by kernel.
+            kernels = {name: kernel for kernel, name in list(getattr(module_exec, "kernel_names", {}).items())}
+            for key, hooks in list(getattr(module_exec, "kernel_hooks", {}).items()):
+                kernel = kernels.get(key) if isinstance(key, str) else key
+                if kernel is None:
                     continue
                 if isinstance(hooks.forward, int) and hooks.forward:
                     out[hooks.forward] = (kernel, False)
