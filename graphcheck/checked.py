@@ -16,7 +16,7 @@ from typing import Any
 
 from . import _warp, checks
 from ._owners_probe import OwnersProbe, Unsupported
-from .buffers import BufferSet, buffers_of
+from .buffers import BufferSet, arrays_of, buffers_of
 from .fallback import Fallback, check_fallback
 from .findings import Report, act
 from .graph import GraphMatch
@@ -32,6 +32,14 @@ def owned_buffers(owners: tuple[Any, ...] | BufferSet | None) -> BufferSet | Non
     if owners is None or isinstance(owners, BufferSet):
         return owners
     return buffers_of(*owners, root=[f"owners[{i}]" for i in range(len(owners))] if len(owners) > 1 else "owner")
+
+
+def owned_arrays(owners: tuple[Any, ...] | BufferSet | None) -> dict[str, Any]:
+    """The arrays ``owners`` hold now, by the labels :func:`owned_buffers` gives their buffers
+    (none for a :class:`BufferSet`, which holds addresses only)."""
+    if owners is None or isinstance(owners, BufferSet):
+        return {}
+    return dict(arrays_of(*owners, root=[f"owners[{i}]" for i in range(len(owners))] if len(owners) > 1 else "owner"))
 
 
 class CheckedGraph:
@@ -50,7 +58,9 @@ class CheckedGraph:
         fallback: what :meth:`launch` runs in place of a graph that fails its checks
             (:class:`~graphcheck.fallback.Fallback`: ``.mode``, and ``.report`` once it falls back).
         eager_calls: how many times the capture called the step eagerly: ``warmup`` calls,
-            the reference call, and the one more call after a drift (see ``warmup``).
+            the reference call, one more call after a launch-sequence-drift (see
+            ``warmup``), and one more to see whether swapped buffers stay identical (see
+            the buffer-drift page).
     """
 
     def __init__(

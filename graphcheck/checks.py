@@ -80,6 +80,7 @@ def drift(
     notes: list[str] | None = None,
     first_call: str | None = None,
     against: str = REFERENCE_CALL,
+    remarks: list[str] | None = None,
 ) -> list[Finding]:
     """Findings for every way the captured call differs from the reference call (or from
     what ``against`` names: the validated capture).
@@ -89,9 +90,12 @@ def drift(
 
     ``first_call`` (when given) is said in the fix of the operations only one call issued
     when they look like work only a first call does (see :func:`first_call_shaped`).
+    ``notes`` gets what could not be compared; ``remarks`` what is no finding (a buffer
+    swap that carries no state).
     """
     diffs = compare_traces(reference, captured, buffers, streams=True, notes=notes)
     first_call = first_call if first_call_shaped(diffs) else None
+    diffs = _carrying_state(diffs, reference, captured, buffers, remarks)
     # Findings in report order; a group's key holds its place while the group fills up.
     findings: list[Finding | tuple[Any, ...]] = []
     groups: dict[tuple[Any, ...], list[Difference]] = {}
@@ -124,7 +128,105 @@ def drift(
             findings.append(key)
         groups[key].append(diff)
     flush_run()
-    return [f if isinstance(f, Finding) else _drift_finding(groups[f], against) for f in findings]
+    return [f if isinstance(f, Finding) else _drift_finding(groups[f], against, buffers) for f in findings]
+
+
+def _carrying_state(
+    diffs: list[Difference],
+    reference: LaunchTrace,
+    captured: LaunchTrace,
+    buffers: BufferSet | None,
+    remarks: list[str] | None,
+) -> list[Difference]:
+    """``diffs`` less the buffer swaps that carry no state: two owned buffers that trade
+    places between the calls, each overwritten whole before it is read in both calls
+    (see :func:`overwritten_first`). Whichever of the two a replay writes first, it reads
+    only what the call itself wrote, as eager stepping does; by name too, since every
+    replay leaves them as the capture's call did. Each such pair is said in ``remarks``."""
+    if buffers is None or not any(d.is_array for d in diffs):
+        return diffs
+    kept, stateless = [], {}
+    judged: dict[tuple[Any, ...], bool] = {}
+    for diff in diffs:
+        pair = _swapped(diff, buffers)
+        if pair is not None:
+            if pair not in judged:
+                judged[pair] = all(overwritten_first(t, b) for t in (reference, captured) for b in pair)
+            if judged[pair]:
+                stateless[frozenset(pair)] = pair
+                continue
+        kept.append(diff)
+    if remarks is not None:
+        for a, b in stateless.values():
+            remarks.append(
+                f"{a.label} and {b.label} trade places between the reference call and the capture, but each call "
+                "overwrites both before it reads them: the swap carries no state from one call to the next"
+            )
+    return kept
+
+
+def _swapped(diff: Difference, buffers: BufferSet) -> tuple[Any, Any] | None:
+    """The two owned buffers an array argument points into, in the reference call and the
+    capture, when it points to the start of one in each (a swap); else None."""
+    va, vb = diff.value_a, diff.value_b
+    if diff.what != "arg" or not (isinstance(va, ArrayRef) and isinstance(vb, ArrayRef)) or not (va.ptr and vb.ptr):
+        return None
+    a, b = buffers.buffer_at(va.ptr), buffers.buffer_at(vb.ptr)
+    if a is None or b is None or a == b or a.start != va.ptr or b.start != vb.ptr or a.nbytes != b.nbytes:
+        return None
+    return a, b
+
+
+def overwritten_first(trace: LaunchTrace, buffer: Any) -> bool:
+    """Whether the first operation of ``trace`` that touches ``buffer`` (a
+    :class:`~graphcheck.buffers.Buffer`) writes all of it without reading it: a copy or a
+    fill of the whole buffer, or a launch over its shape of a kernel that writes that
+    parameter at its thread index and never reads it (see
+    :func:`graphcheck._warp.overwritten_params`). Then no value it held before the call
+    is read during the call."""
+    for record in trace.records:
+        touching = [a for a in record.addresses() if a.start < buffer.end and buffer.start < a.end]
+        if not touching:
+            continue
+        if record.nested or len(touching) != 1:
+            return False  # inside a conditional body, or used twice by one operation
+        (address,) = touching
+        if (address.start, address.nbytes) != (buffer.start, buffer.nbytes):
+            return False
+        ref = record.args.get(address.arg)
+        if not isinstance(ref, ArrayRef) or not _dense(ref):
+            return False
+        if record.kind == "memset":
+            return address.arg == "dest"
+        if record.kind == "copy":
+            args = record.args
+            whole = args.get("dest_offset") == 0 and args.get("count") == _elements(ref)
+            return address.arg == "dest" and whole
+        if record.kind == "launch" and not record.adjoint and record.kernel_object is not None:
+            return tuple(record.dim) == tuple(ref.shape) and address.arg in _warp.overwritten_params(
+                record.kernel_object
+            )
+        return False
+    return False
+
+
+def _elements(ref: ArrayRef) -> int:
+    count = 1
+    for size in ref.shape:
+        count *= size
+    return count
+
+
+def _dense(ref: ArrayRef) -> bool:
+    """Whether an array is laid out contiguously, its last dimension fastest."""
+    if not ref.shape or not ref.strides:
+        return False
+    step = ref.strides[-1]
+    for size, stride in zip(reversed(ref.shape), reversed(ref.strides)):
+        if stride != step:
+            return False
+        step *= size
+    return ref.nbytes == step
 
 
 def first_call_shaped(diffs: list[Difference]) -> bool:
@@ -163,7 +265,7 @@ def _adjacent(a: Difference, b: Difference) -> bool:
     return a.index_b is not None and b.index_b == a.index_b + 1
 
 
-def _drift_finding(group: list[Difference], against: str) -> Finding:
+def _drift_finding(group: list[Difference], against: str, buffers: BufferSet | None = None) -> Finding:
     first = group[0]
     record = first.record
     kind = _kind_of(first)
@@ -191,8 +293,24 @@ def _drift_finding(group: list[Difference], against: str) -> Finding:
         reference=first.value_a,
         captured=first.value_b,
         values=values,
-        detail={"operations": [d.index_b for d in group], "reference index": first.index_a, **_per_argument(group)},
+        detail={
+            "operations": [d.index_b for d in group],
+            "reference index": first.index_a,
+            **_per_argument(group),
+            **_swaps(group, buffers),
+        },
     )
+
+
+def _swaps(group: list[Difference], buffers: BufferSet | None) -> dict[str, Any]:
+    """``{"swapped buffers": [[reference's, captured], ...]}`` when every difference of a
+    buffer-drift is two owned buffers trading places (see :func:`_swapped`), else nothing."""
+    if buffers is None:
+        return {}
+    pairs = [_swapped(d, buffers) for d in group if d.is_array]
+    if not pairs or any(p is None for p in pairs):
+        return {}
+    return {"swapped buffers": [list(p) for p in dict.fromkeys((a.label, b.label) for a, b in pairs)]}  # type: ignore[union-attr]
 
 
 def _per_argument(group: list[Difference]) -> dict[str, Any]:
@@ -669,9 +787,10 @@ def comparison(
     look like first-call work)."""
     if reference is not None:
         uncompared: list[str] = []  # conditional bodies the reference call did not run
+        remarks: list[str] = []
         found = drift(reference, captured, owned, strict=strict, notes=uncompared, first_call=first_call,
-                      against=against)  # fmt: skip
-        return Outcome(found, ["compare"], [("compare", why) for why in uncompared])
+                      against=against, remarks=remarks)  # fmt: skip
+        return Outcome(found, ["compare"], [("compare", why) for why in uncompared], remarks)
     if validated_before:
         return Outcome(skipped=[("compare", VALIDATED_BEFORE), ("ownership", VALIDATED_BEFORE)])
     return Outcome(skipped=[("compare", "no reference call (pass reference=, or use graphcheck.capture)")])

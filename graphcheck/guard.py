@@ -29,7 +29,7 @@ from typing import Any
 from . import _warp, checks, crosscheck
 from ._cuda import GraphInspectError
 from .buffers import BufferSet
-from .checked import CheckedGraph, owned_buffers
+from .checked import CheckedGraph, owned_arrays, owned_buffers
 from .config import DISABLED, disabled_by_environment
 from .fallback import Fallback, on_failure_with
 from .findings import NOT_APPLICABLE, Report, act
@@ -396,6 +396,8 @@ class GraphGuard:
                                        device=self.device, validated_before=validated_before)  # fmt: skip
             if self._retries():
                 owned, match = self._retry(trace, owned, match)
+            if self._mirrored_swaps():
+                owned = self._owned_after()  # one more call renamed the swapped buffers
         self.checked = self._checked(lambda: baked_addresses(trace, user, owned, match), trace, match)
         self.checked.eager_calls = self.eager_calls
         if not self.report.findings and self._reference_trace is not None and self._key is not None:
@@ -446,6 +448,52 @@ class GraphGuard:
         )
         self._reference_trace, self.report = again, report
         return owned_again, match_again
+
+    def _mirrored_swaps(self) -> bool:
+        """Drop the buffer-drift findings of swaps whose two buffers hold the same values at
+        every call boundary (a solver that leaves its input and output states identical
+        after each step, as Newton's VBD does): whichever of the two a replay reads, it
+        reads what eager stepping would.
+
+        Seen at two boundaries: the two buffers are equal now (after the reference call),
+        and after one more eager call, which changed them, they are equal again. A swap
+        that carries state leaves them different, and then no call is added. Costs one more
+        step of the producer when they are equal now, said in a note; returns whether it
+        called the step.
+        """
+        swaps = [f for f in self.report.findings if f.kind == "buffer-drift" and f.detail.get("swapped buffers")]
+        if not swaps or self.reference is None or self._reference_trace is None:
+            return False
+        arrays = owned_arrays(self._owners)
+        unordered = {frozenset(p): tuple(p) for f in swaps for p in f.detail["swapped buffers"]}
+        pairs = list(unordered.values())
+        if any(label not in arrays for pair in pairs for label in pair):
+            return False
+        before = _contents(arrays, pairs)
+        if before is None or any(before[a] != before[b] for a, b in pairs):
+            return False  # the usual case: a swap that carries state, judged without another call
+        self.reference()
+        self.eager_calls += 1
+        after = _contents(arrays, pairs)
+        names = ", ".join(f"{a} and {b}" for a, b in pairs)
+        if after is None or any(after[a] != after[b] or after[a] == before[a] for a, b in pairs):
+            self.report.notes += (
+                f"{names} held the same values after the reference call; graphcheck called the step once more, "
+                "eagerly, after the capture (one extra step): after it they differed, or were unchanged, so the swap "
+                "may carry state",
+            )
+            return True
+        kept = [f for f in (*self.report.findings, *self.report.suppressed) if f not in swaps]
+        note = (
+            f"{names} trade places between the reference call and the capture, but hold the same values after "
+            "each call: equal after the reference call, and equal again after one more eager call that changed "
+            "them (graphcheck called the step once more after the capture: one extra step); whichever of the two "
+            "a replay reads holds what eager stepping would read"
+        )
+        r = self.report
+        self.report = Report(kept, allow=self.options.allow, name=r.name, device=r.device, operations=r.operations,
+                             checks=r.checks, skipped=r.skipped, notes=(*r.notes, note))  # fmt: skip
+        return True
 
     def _judge_reused(self, reused: _Validated, trace: LaunchTrace) -> None:
         """The verdict at a site validated before whose owners hold the same buffers: no
@@ -530,6 +578,14 @@ class GraphGuard:
     replay_check = property(lambda self: self.options.replay_check)
     strict_ownership = property(lambda self: self.options.strict_ownership)
     fallback = property(lambda self: self.options.fallback)
+
+
+def _contents(arrays: dict[str, Any], pairs: list[tuple[str, ...]]) -> dict[str, bytes] | None:
+    """The bytes each array of ``pairs`` holds now (None when one cannot be read)."""
+    try:
+        return {label: arrays[label].numpy().tobytes() for pair in pairs for label in pair}
+    except Exception:  # an array numpy() cannot read: the swap stays reported
+        return None
 
 
 def _prepare_driver() -> None:

@@ -259,6 +259,37 @@ class OddPingPong(Producer):
         self.x, self.y = self.y, self.x
 
 
+class PingPongCarriedOver(Producer):
+    """The twin of OverwrittenPingPong whose first pass adds to the buffer instead of
+    overwriting it: the swapped buffers carry state from one call to the next."""
+
+    expected = "buffer-drift"
+
+    def __init__(self, device):
+        super().__init__(device)
+        _ping_pong_buffers(self, device)
+
+    def step(self):
+        self.launch(K.axpy, [self.x, self.a, 1.0])
+        _smooth_once(self)
+
+
+class MirroredStateHalfCopied(Producer):
+    """The twin of MirroredStateSwap that copies back only half the new state: the two
+    buffers differ after each call, and every other replay reads the stale half."""
+
+    expected = "buffer-drift"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.y = wp.zeros(N, dtype=float, device=device)
+
+    def step(self):
+        self.launch(K.scale, [self.y, self.x, 0.5, 1])
+        wp.copy(self.x, self.y, count=N // 2)
+        self.x, self.y = self.y, self.x
+
+
 class RotatingView(Producer):
     """A window into a ring buffer that advances each call: same buffer, other offset."""
 
@@ -802,6 +833,48 @@ class TapeReused(Producer):
         _tape_step(self)
 
 
+def _ping_pong_buffers(producer, device):
+    producer.a = wp.zeros(N, dtype=float, device=device)
+    producer.b = wp.zeros(N, dtype=float, device=device)
+    producer.out = wp.zeros(N, dtype=float, device=device)
+
+
+def _smooth_once(producer):
+    # One pass from a into b, then the names swap: an odd number of swaps per call.
+    producer.launch(K.scale, [producer.b, producer.a, 0.5, 1])
+    producer.a, producer.b = producer.b, producer.a
+    wp.copy(producer.out, producer.a)
+
+
+class OverwrittenPingPong(Producer):
+    """A ping-pong pair swapped an odd number of times per call, whose first pass
+    overwrites the buffer it writes (a surface extraction's smoothing passes): the swap
+    carries no state, and every replay computes what eager stepping does."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        _ping_pong_buffers(self, device)
+
+    def step(self):
+        self.launch(K.scale, [self.a, self.x, 1.0, 0])
+        _smooth_once(self)
+        self.launch(K.add_one, [self.x])
+
+
+class MirroredStateSwap(Producer):
+    """States swapped an odd number of times per call, by a solver that leaves both
+    identical after each step (Newton's VBD): whichever a replay reads holds the same values."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.y = wp.zeros(N, dtype=float, device=device)
+
+    def step(self):
+        self.launch(K.scale, [self.y, self.x, 0.5, 1])
+        wp.copy(self.x, self.y)
+        self.x, self.y = self.y, self.x
+
+
 class ConstantNaN(Producer):
     """A constant NaN scalar (NaN compares equal to itself here)."""
 
@@ -973,6 +1046,8 @@ UNSAFE = [
     ConditionalBodyCounter,
     KernelClosureConstant,
     OddPingPong,
+    PingPongCarriedOver,
+    MirroredStateHalfCopied,
     WhileBodySwap,
     HashGridPointSwap,
     RotatingView,
@@ -1011,6 +1086,8 @@ SAFE = [
     KernelDeclaredInStep,
     FirstCallSetup,
     TapeReused,
+    OverwrittenPingPong,
+    MirroredStateSwap,
     ConstantNaN,
     EvenPingPong,
     SubarrayViews,

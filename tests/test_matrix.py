@@ -501,3 +501,82 @@ def test_an_array_held_only_weakly_or_by_an_iterator_is_foreign(way):
     assert {(f.kind, f.arg) for f in checked.report.findings} == {("foreign-buffer", "y")}, str(checked.report)
     if way == "generator":
         assert next(producer.holder) is producer.read(producer.holder), "the walk did not consume the generator"
+
+
+# -- swaps that carry no state ---------------------------------------------------------------
+# A pair swapped an odd number of times per call is safe when each call overwrites the buffer
+# it writes first (whole, without reading it): no value crosses from one call to the next.
+# Each way of writing it first, and the one-line twins that leave part of it unwritten.
+
+
+@wp.kernel
+def _masked_write(a: wp.array(dtype=float), b: wp.array(dtype=float)):
+    i = wp.tid()
+    if b[i] > 0.5:
+        a[i] = b[i]
+
+
+@wp.kernel
+def _overwrite(a: wp.array(dtype=float), b: wp.array(dtype=float)):
+    i = wp.tid()
+    a[i] = b[i] + 1.0
+
+
+@wp.kernel
+def _smooth(out: wp.array(dtype=float), src: wp.array(dtype=float)):
+    i = wp.tid()
+    out[i] = 0.5 * src[i] + 1.0
+
+
+SWAP_N = 8
+FIRST_WRITES = {
+    # name: (the call's first use of the pair's current buffer, whether the swap carries no state)
+    "fill": (lambda p: p.a.fill_(2.0), True),
+    "zero": (lambda p: p.a.zero_(), True),
+    "copy": (lambda p: wp.copy(p.a, p.x), True),
+    "kernel": (lambda p: wp.launch(_overwrite, dim=SWAP_N, inputs=[p.a, p.x], device=DEVICE), True),
+    "copy_half": (lambda p: wp.copy(p.a, p.x, count=SWAP_N // 2), False),
+    "kernel_reads": (lambda p: wp.launch(_smooth, dim=SWAP_N, inputs=[p.a, p.a], device=DEVICE), False),
+    "kernel_masked": (lambda p: wp.launch(_masked_write, dim=SWAP_N, inputs=[p.a, p.x], device=DEVICE), False),
+    "kernel_half_dim": (lambda p: wp.launch(_overwrite, dim=SWAP_N // 2, inputs=[p.a, p.x], device=DEVICE), False),
+}
+
+
+class FirstWritePingPong:
+    """Writes ``a`` first (``how``), one smoothing pass from ``a`` into ``b``, swaps them
+    (an odd number of swaps per call), copies the result out and advances ``x``."""
+
+    how = "fill"
+
+    def __init__(self, device=DEVICE):
+        self.device = device
+        self.x = wp.array(np.linspace(0.0, 1.0, SWAP_N, dtype=np.float32), device=device)
+        self.a = wp.array(np.full(SWAP_N, 3.0, dtype=np.float32), device=device)
+        self.b = wp.zeros(SWAP_N, dtype=float, device=device)
+        self.out = wp.zeros(SWAP_N, dtype=float, device=device)
+
+    def step(self):
+        FIRST_WRITES[self.how][0](self)
+        wp.launch(_smooth, dim=SWAP_N, inputs=[self.b, self.a], device=self.device)
+        self.a, self.b = self.b, self.a
+        wp.copy(self.out, self.a)
+        wp.launch(_overwrite, dim=SWAP_N, inputs=[self.x, self.out], device=self.device)
+
+
+def _first_write(how):
+    return type(f"FirstWrite_{how}", (FirstWritePingPong,), {"how": how})
+
+
+@pytest.mark.parametrize("how", list(FIRST_WRITES))
+def test_a_swap_carries_state_unless_each_call_overwrites_it_first(how):
+    stateless = FIRST_WRITES[how][1]
+    producer = _first_write(how)()
+    checked = gc.capture(producer.step, device=DEVICE, owners=(producer,), on_failure="ignore")
+    report = gc.verify_replay(_first_write(how), steps=4, device=DEVICE, on_failure="ignore")
+    if stateless:
+        assert checked.report.ok, str(checked.report)
+        assert any("carries no state" in n for n in checked.report.notes)
+        assert report.ok and "values" in report.checks, str(report)
+    else:
+        assert set(checked.report.kinds()) == {"buffer-drift"}, str(checked.report)
+        assert "replay-divergence" in report.kinds(), str(report)

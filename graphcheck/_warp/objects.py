@@ -3,11 +3,14 @@ device and stream, is this code Warp's own, what did a native helper get."""
 
 from __future__ import annotations
 
+import ast
 import ctypes
 import os
 import sys
+import textwrap
 import types
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import warp as wp
@@ -414,6 +417,79 @@ def same_kernel_key(a: Any, b: Any) -> bool:
     qualified name), whatever module or compiled code each has."""
     key = getattr(a, "key", None)
     return key is not None and key == getattr(b, "key", None)
+
+
+_overwritten: weakref.WeakKeyDictionary[Any, frozenset[str]] = weakref.WeakKeyDictionary()
+
+
+def overwritten_params(kernel: Any) -> frozenset[str]:
+    """The array parameters ``kernel`` writes at its thread index and never reads.
+
+    Read from the kernel's Python source: a parameter qualifies when its only use is as
+    the target of an assignment ``a[i] = ...`` (``a[i, j] = ...``) that stands at the top
+    of the kernel's body (not under an ``if`` or a loop), indexed by exactly the names
+    ``wp.tid()`` gives, in a kernel with no ``return``. Launched over the array's shape,
+    such a kernel overwrites every element of it. Any other use (a load, an augmented
+    assignment, an atomic, a call, ``a.shape``) reads it. Empty when the source is
+    unavailable or not understood.
+    """
+    try:
+        return _overwritten[kernel]
+    except (KeyError, TypeError):
+        pass
+    try:
+        found = _overwritten_in(textwrap.dedent(kernel.adj.source))
+    except Exception:  # no source, or source this reading does not understand: nothing is overwritten
+        found = frozenset()
+    try:
+        _overwritten[kernel] = found
+    except TypeError:
+        pass
+    return found
+
+
+def _overwritten_in(source: str) -> frozenset[str]:
+    fn = next(node for node in ast.parse(source).body if isinstance(node, ast.FunctionDef))
+    params = {a.arg for a in fn.args.args}
+    if any(isinstance(node, ast.Return) for node in ast.walk(fn)):
+        return frozenset()
+    tid: tuple[str, ...] = ()
+    for stmt in fn.body:
+        if isinstance(stmt, ast.Assign) and _is_tid(stmt.value) and len(stmt.targets) == 1:
+            target = stmt.targets[0]
+            names = target.elts if isinstance(target, ast.Tuple) else [target]
+            if all(isinstance(n, ast.Name) for n in names):
+                tid = tuple(n.id for n in names)  # type: ignore[attr-defined]
+            break
+    assigned = [n.id for node in ast.walk(fn) for n in _stored_names(node)]
+    if not tid or any(assigned.count(name) != 1 for name in tid):
+        return frozenset()  # a thread index reassigned is no thread index
+    written = set()
+    allowed: set[int] = set()  # ids of the Name nodes used as whole-index write targets
+    for stmt in fn.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Subscript):
+            target = stmt.targets[0]
+            index = target.slice.elts if isinstance(target.slice, ast.Tuple) else [target.slice]
+            if (
+                isinstance(target.value, ast.Name)
+                and target.value.id in params
+                and [getattr(i, "id", None) for i in index] == list(tid)
+            ):
+                written.add(target.value.id)
+                allowed.add(id(target.value))
+    used_otherwise = {
+        node.id for node in ast.walk(fn) if isinstance(node, ast.Name) and node.id in params and id(node) not in allowed
+    }
+    return frozenset(written - used_otherwise)
+
+
+def _is_tid(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "tid"
+
+
+def _stored_names(node: ast.AST) -> Iterator[ast.Name]:
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+        yield node
 
 
 def kernel_code(kernel: Any) -> str | None:
