@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import sys
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import CodeType, TracebackType
 from typing import Any
@@ -34,7 +34,7 @@ from .config import DISABLED, disabled_by_environment
 from .fallback import Fallback, on_failure_with
 from .findings import NOT_APPLICABLE, Report, act
 from .graph import GraphMatch, read_match
-from .options import CaptureOptions
+from .options import CaptureOptions, check_option_names
 from .record import LaunchTrace, keep_hooks, trace_launches
 from .replay import baked_addresses
 from .site import CodeKind, Site, site_of
@@ -556,7 +556,7 @@ class GraphGuard:
         fn, args, kwargs = self._call
         owners = self._owners if isinstance(self._owners, BufferSet) else InferredOwners(self._owners or ())
         again = CaptureOptions.of(self.options, on_failure="ignore", revalidate=True, fallback=None)
-        return capture(fn, *args, device=self.device, owners=owners, options=again, **kwargs)
+        return capture(fn, args=args, kwargs=kwargs, device=self.device, owners=owners, options=again)
 
     # -- after the block ------------------------------------------------------------------
 
@@ -610,14 +610,43 @@ def _user_site(tb: TracebackType | None) -> Site | None:
     return site
 
 
+#: capture()'s own keywords besides the fields of CaptureOptions.
+_CAPTURE_KEYWORDS = ("args", "kwargs", "device", "owners", "reference", "options")
+
+
+def _step_arguments(
+    positional: tuple[Any, ...], args: Sequence[Any], kwargs: Mapping[str, Any] | None
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The step's ``(args, kwargs)``, checked (a TypeError says what to pass)."""
+    if isinstance(args, (str, bytes, Mapping)) or not isinstance(args, Sequence):
+        raise TypeError(
+            f"args= takes the step's positional arguments as a tuple or list, got {args!r} (a {type(args).__name__}); "
+            "e.g. args=(actions,)"
+        )
+    if positional and args:
+        raise TypeError(
+            f"capture() got the step's positional arguments twice: {len(positional)} after the callable and "
+            f"args={tuple(args)!r}; pass them as args=(...) only"
+        )
+    if kwargs is not None and not (isinstance(kwargs, Mapping) and all(isinstance(k, str) for k in kwargs)):
+        raise TypeError(
+            f"kwargs= takes the step's keyword arguments as a dict of names to values, got {kwargs!r} "
+            f"(a {type(kwargs).__name__}); e.g. kwargs={{'dt': 0.01}}"
+        )
+    return tuple(positional or args), dict(kwargs or {})
+
+
 def capture(
     fn: Callable[..., Any],
-    *args: Any,
+    /,
+    *positional: Any,
+    args: Sequence[Any] = (),
+    kwargs: Mapping[str, Any] | None = None,
     device: Any = None,
     owners: Any = None,
     reference: bool | Callable[[], Any] | None = True,
     options: CaptureOptions | None = None,
-    **kwargs: Any,
+    **option_keywords: Any,
 ) -> CheckedGraph:
     """Validate ``fn(*args, **kwargs)`` as a capture site, capture it, and return the graph.
 
@@ -625,33 +654,42 @@ def capture(
     under a trace with a real ``wp.ScopedCapture``; the two are compared and every
     address checked against the owners and the allocations made during the call.
 
+    Every keyword is graphcheck's: the step's own arguments travel in ``args=`` and
+    ``kwargs=``, so a step may take its own ``device=`` or ``stream=``, and a misspelt
+    option is an error naming the closest one, never an argument of the step::
+
+        gc.capture(env.step, args=(actions,), kwargs={"device": "cpu"}, on_failure="warn")
+
     Args:
         fn: the call to capture (a simulator's ``step``, an environment's ``reset``...).
-        args: its positional arguments.
+        positional: the step's positional arguments, as ``args=`` (one or the other).
+        args: the step's positional arguments.
+        kwargs: the step's keyword arguments.
         device: the capture device (None: Warp's default device).
         owners: the objects holding the call's buffers, or a :class:`BufferSet`; None:
-            the buffers reachable from ``fn`` and ``args``.
+            the buffers reachable from ``fn`` and its arguments.
         reference: True to run ``fn`` itself as the reference call, a callable to run
             instead, or False/None for no reference call.
         options: a :class:`~graphcheck.CaptureOptions`.
-        kwargs: capture options as keywords (``on_failure=``, ``allow=``,
+        option_keywords: capture options as keywords (``on_failure=``, ``allow=``,
             ``replay_check=``, ``strict_ownership=``, ``fallback=``...: the fields of
-            :class:`~graphcheck.CaptureOptions`), in place of (or over) ``options``; the
-            rest are keyword arguments for ``fn``.
+            :class:`~graphcheck.CaptureOptions`), in place of (or over) ``options``.
 
     Returns:
         A :class:`CheckedGraph`: ``.report``, ``.graph``, ``.check_replay()``, ``.launch()``.
 
     Raises:
         GraphCheckError: with ``on_failure="raise"``, when the site is not replay-safe.
-        TypeError: when ``fn`` or ``reference`` is not callable, or ``owners`` is not
-            made of objects.
+        TypeError: when ``fn`` or ``reference`` is not callable, ``owners`` is not made
+            of objects, or a keyword is no option (naming the closest one).
         ValueError: for a device Warp does not have, or owners that hold no arrays.
     """
     __tracebackhide__ = True  # pytest shows the user's frame, not graphcheck's
     if not callable(fn):
         raise TypeError(f"capture() needs a callable to capture, got {fn!r} (a {type(fn).__name__})")
-    settings = CaptureOptions.of(options, **CaptureOptions.split(kwargs))
+    check_option_names(option_keywords, also=_CAPTURE_KEYWORDS, call="capture()")
+    args, kwargs = _step_arguments(positional, args, kwargs)
+    settings = CaptureOptions.of(options, **option_keywords)
     if reference is True:
         ref: Callable[[], Any] | None = (lambda: fn(*args, **kwargs)) if (args or kwargs) else fn
     elif reference is False or reference is None:

@@ -17,12 +17,13 @@ from __future__ import annotations
 import dataclasses
 import difflib
 from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ._choices import FALLBACKS, REPLAY_CHECKS
 from .findings import Allow, allowances, check_on_failure
 
-__all__ = ["FALLBACKS", "REPLAY_CHECKS", "CaptureOptions", "check_fallback", "check_warmup"]
+__all__ = ["FALLBACKS", "REPLAY_CHECKS", "CaptureOptions", "check_fallback", "check_option_names", "check_warmup"]
 
 
 def check_fallback(fallback: str | None) -> str | None:
@@ -43,6 +44,20 @@ def check_warmup(warmup: Any) -> int | None:
             f"reference call) or a number of eager calls >= 0 before the reference call, got {warmup!r}"
         )
     return warmup
+
+
+def check_option_names(keywords: Iterable[str], *, also: Sequence[str] = (), call: str = "capture()") -> None:
+    """A TypeError for the first of ``keywords`` that is neither a capture option nor one of
+    ``also``, naming the closest name and where a step's own keyword arguments go."""
+    accepted = (*also, *_FIELDS)
+    for name in keywords:
+        if name not in accepted:
+            close = difflib.get_close_matches(name, accepted, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise TypeError(
+                f"{call} got an unknown option {name!r}{hint}; pass the step's own keyword arguments as "
+                f"kwargs={{{name!r}: ...}}. The options are: {', '.join(accepted)}"
+            )
 
 
 @dataclass(frozen=True)

@@ -338,8 +338,8 @@ class GraphcheckFixture:
                 ``fn`` and ``args``).
             device: the capture device (None: the fixture's :attr:`device`).
             options: passed to :func:`graphcheck.capture` (``allow=``, ``reference=``,
-                ``on_failure=``, which defaults to ``"raise"``...), and the rest to ``fn``;
-                ``[tool.graphcheck]`` gives the defaults.
+                ``on_failure=``, which defaults to ``"raise"``..., and the step's own
+                ``kwargs=``); ``[tool.graphcheck]`` gives the defaults.
 
         Returns:
             The :class:`graphcheck.CheckedGraph`; its report is kept in :attr:`reports`.

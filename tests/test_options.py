@@ -55,7 +55,7 @@ def test_capture_takes_the_options_as_an_object_or_as_keywords():
                            options=gc.CaptureOptions(on_failure="ignore", revalidate=True))  # fmt: skip
     by_keywords = gc.capture(P.HostCounter(DEVICE).step, device=DEVICE, on_failure="ignore", revalidate=True)
     assert set(by_object.report.kinds()) == set(by_keywords.report.kinds()) == {"scalar-drift"}
-    # Keywords go over the object; the call's own keywords still reach the step.
+    # Keywords go over the object.
     allowed = gc.capture(P.HostCounter(DEVICE).step, device=DEVICE, options=by_object.options,
                          allow="scalar-drift")  # fmt: skip
     assert allowed.ok and allowed.options.on_failure == "ignore"
@@ -84,3 +84,58 @@ def test_a_safe_site_checked_with_options_replays_what_eager_computes():
         checked.launch()
         twin.step()
     np.testing.assert_array_equal(producer.x.numpy(), twin.x.numpy())
+
+
+class StepWithItsOwnDevice:
+    """A step that takes its own ``device=`` and ``stream=``: names graphcheck's options share."""
+
+    def __init__(self):
+        self.inner = P.DeviceCounter(DEVICE)
+        self.seen = []
+
+    def step(self, scale, device=None, stream=None):
+        self.seen.append((scale, device, stream))
+        self.inner.step()
+
+
+def test_the_steps_own_arguments_travel_in_args_and_kwargs():
+    producer, twin = StepWithItsOwnDevice(), P.DeviceCounter(DEVICE)
+    checked = gc.capture(producer.step, args=(2,), kwargs={"device": "its own", "stream": "its own"}, device=DEVICE,
+                         owners=(producer,), replay_check="first")  # fmt: skip
+    assert checked.ok, str(checked.report)
+    assert producer.seen == [(2, "its own", "its own")] * 2, "the reference call and the capture"
+    assert checked.options.replay_check == "first" and checked.device == "cpu"
+    # The verdict is a claim: the replay computes what eager stepping does.
+    twin.step()
+    for _ in range(2):
+        checked.launch()
+        twin.step()
+    np.testing.assert_array_equal(producer.inner.x.numpy(), twin.x.numpy())
+    # Positional arguments after the callable still work (they were never ambiguous).
+    assert gc.capture(producer.step, 3, device=DEVICE, owners=(producer,)).ok and producer.seen[-1] == (3, None, None)
+
+
+@pytest.mark.parametrize(
+    ("keywords", "words"),
+    [
+        ({"on_faliure": "warn"}, "unknown option 'on_faliure' (did you mean 'on_failure'?); pass the step's own "
+                                 "keyword arguments as kwargs={'on_faliure': ...}"),
+        ({"owner": ()}, "(did you mean 'owners'?)"),
+        ({"scale": 2}, "unknown option 'scale'; pass the step's own keyword arguments as kwargs={'scale': ...}"),
+        ({"args": 2}, "args= takes the step's positional arguments as a tuple or list, got 2"),
+        ({"kwargs": [("scale", 2)]}, "kwargs= takes the step's keyword arguments as a dict"),
+    ],
+)
+def test_a_capture_keyword_that_is_no_option_never_reaches_the_step(keywords, words):
+    producer = StepWithItsOwnDevice()
+    with pytest.raises(TypeError) as raised:
+        gc.capture(producer.step, device=DEVICE, **keywords)
+    assert words in str(raised.value) and "\n" not in str(raised.value)
+    assert producer.seen == [], "nothing ran"
+
+
+def test_the_steps_positional_arguments_are_given_once():
+    producer = StepWithItsOwnDevice()
+    with pytest.raises(TypeError, match=r"positional arguments twice: 1 after the callable and args=\(2,\); pass"):
+        gc.capture(producer.step, 1, args=(2,), device=DEVICE)
+    assert producer.seen == []
