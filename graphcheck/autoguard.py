@@ -29,7 +29,7 @@ from typing import Any
 from . import _warp
 from .checked import CheckedGraph
 from .findings import Allow, Report, allowances
-from .guard import GraphGuard, InferredOwners, checking_enabled
+from .guard import GraphGuard, InferredOwners, checking_enabled, observe, opening_capture
 from .options import CaptureOptions
 from .schema import combined_status
 from .site import CodeKind, Site, site_of
@@ -159,11 +159,19 @@ class AutoGuard:
         self._restore = _warp.patch_capture_api(
             self._scoped, self._capture_launch, self._capture_begin, self._capture_end
         )
+        self._stop_observing = observe(self._programs_guard)
         return self
 
     def __exit__(self, *exc: object) -> None:
         restore, self._restore = self._restore, None
         restore()
+        self._stop_observing()
+
+    def _programs_guard(self, guard: GraphGuard) -> None:
+        """A verdict of the program's own GraphGuard (or gc.capture): already guarded, so its
+        capture is left alone (see _capture_begin), and its report counts with the others."""
+        if not self._inside:  # not one of this AutoGuard's own guards, which _record themselves
+            self._record(guard)
 
     def _scoped_capture_class(self) -> type:
         autoguard = self
@@ -228,8 +236,9 @@ class AutoGuard:
         return GuardedScopedCapture
 
     def _capture_begin(self, device: Any = None, stream: Any = None, *args: Any, **kwargs: Any) -> None:
-        """``wp.capture_begin``: a guarded capture, as ``wp.ScopedCapture`` opens one."""
-        if self._inside:
+        """``wp.capture_begin``: a guarded capture, as ``wp.ScopedCapture`` opens one (not
+        a capture a GraphGuard of the program opens: that one is guarded already)."""
+        if self._inside or opening_capture():
             return _warp.ORIGINAL_CAPTURE_BEGIN(device, stream, *args, **kwargs)
         capture = self._scoped(device, stream, *args, **kwargs)
         capture.__enter__()
@@ -239,7 +248,7 @@ class AutoGuard:
     def _capture_end(self, device: Any = None, stream: Any = None) -> Any:
         """``wp.capture_end``: ends (and checks) the guarded capture ``wp.capture_begin`` opened."""
         begun = self._begun.get(str(_warp.get_device(device)))
-        if self._inside or not begun:
+        if self._inside or opening_capture() or not begun:
             return _warp.ORIGINAL_CAPTURE_END(device=device, stream=stream)
         capture = begun.pop()
         capture.__exit__(None, None, None)
@@ -276,6 +285,21 @@ class AutoGuard:
         """The :meth:`verdict` first, then every report with findings."""
         return "\n".join([self.verdict(), *(str(r) for r in self.reports + self.replay_reports if r.findings)])
 
+    def not_checked(self) -> list[tuple[str, str]]:
+        """``(check, why, and how to run it)`` for each check some guarded capture did not run
+        (checks that cannot apply, as the graph cross-check of a CPU graph, aside)."""
+        skipped: dict[str, list[str]] = {}
+        for report in self.reports:
+            for check, reason in report.not_run:
+                skipped.setdefault(check, []).append(reason)
+        out = []
+        for check, reasons in skipped.items():
+            # Where _HOW says how to run the check, the guard's own hint (for its API) gives way.
+            reason = reasons[0].split(" (")[0] if check in _HOW else reasons[0]
+            reason += f" ({len(reasons)} captures)" if len(reasons) > 1 else ""
+            out.append((check, f"{reason}{_HOW.get(check, '')}"))
+        return out
+
     def verdict(self) -> str:
         """The closing lines: how many captures were guarded, what they found, and what was
         NOT checked and how to check it."""
@@ -288,15 +312,7 @@ class AutoGuard:
         count = len(self.findings)
         found = "no findings" if not count else f"{count} finding{'s' if count != 1 else ''}"
         lines = [f"graphcheck: {guarded} guarded, {found}"]
-        skipped: dict[str, list[str]] = {}
-        for report in self.reports:
-            for check, reason in report.not_run:
-                skipped.setdefault(check, []).append(reason)
-        for check, reasons in skipped.items():
-            # Where _HOW says how to run the check, the guard's own hint (for its API) gives way.
-            reason = reasons[0].split(" (")[0] if check in _HOW else reasons[0]
-            reason += f" ({len(reasons)} captures)" if len(reasons) > 1 else ""
-            lines.append(f"graphcheck: NOT checked: {check}: {reason}{_HOW.get(check, '')}")
+        lines.extend(f"graphcheck: NOT checked: {check}: {why}" for check, why in self.not_checked())
         lines.extend(f"graphcheck: allowance matched nothing: {a} (check the kernel and argument names)"
                      for a in self.unused_allow())  # fmt: skip
         return "\n".join(lines)

@@ -343,6 +343,18 @@ def github_annotations(report: Any) -> list[str]:
     return lines
 
 
+def run_warnings(guard: Any) -> list[str]:
+    """``graphcheck run``'s GitHub ``::warning`` lines: one per check the program's captures
+    did not run, or one saying nothing was checked."""
+    if not guard.reports or not _checking():
+        why = guard.verdict().splitlines()[0].removeprefix("graphcheck: NOT checked: ")
+        return [f"::warning title={_escape_property('graphcheck: NOT checked')}::{_escape_data(why)}"]
+    return [
+        f"::warning title={_escape_property(f'graphcheck: {check} NOT checked')}::{_escape_data(why)}"
+        for check, why in guard.not_checked()
+    ]
+
+
 def junit_xml(reports: list[tuple[str, Any]], command: str) -> str:
     """A JUnit XML document: a test case per report, failed with its findings, skipped when not checked."""
     import xml.etree.ElementTree as ET
@@ -591,6 +603,10 @@ def _run(args: argparse.Namespace, settings: Any) -> int:
     shown = [(s, r) for s, r in reports if r.findings] if args.output_format in ("text", "github") else reports
     if shown or args.output or args.output_format in ("json", "junit"):
         _emit(shown, args, program_exit=program_exit, checking=_checking())
+    if args.output_format == "github" and not args.output:
+        # The closing lines' NOT checked, as workflow warnings (the reports' own are summed up there).
+        for line in run_warnings(guard):
+            print(line)
     if args.output_format in ("text", "github") or args.output:
         width = _width(sys.stdout)
         for line in guard.verdict().splitlines():

@@ -20,6 +20,7 @@ off: the guard is then a plain ``wp.ScopedCapture`` and ``launch`` a plain
 from __future__ import annotations
 
 import sys
+import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -141,6 +142,31 @@ def _validated_before(key: tuple[tuple[Any, ...], Any] | None) -> _Validated | N
 
 def _signature(buffers: BufferSet | None) -> tuple[Any, ...] | None:
     return tuple(buffers) if buffers is not None else None
+
+
+class _Guards(threading.local):
+    """This thread's guards at work: how deep inside Warp's capture API they are, and who
+    hears of each guard's verdict."""
+
+    def __init__(self) -> None:
+        self.opening = 0  # > 0 while a guard begins or ends its wp.ScopedCapture
+        self.observers: list[Callable[[GraphGuard], None]] = []
+
+
+_guards = _Guards()
+
+
+def opening_capture() -> bool:
+    """Whether a guard of this thread is beginning or ending its own capture now: a front end
+    that patched ``wp.capture_begin`` (:class:`~graphcheck.AutoGuard`) leaves it alone."""
+    return _guards.opening > 0
+
+
+def observe(callback: Callable[[GraphGuard], None]) -> Callable[[], None]:
+    """Call ``callback(guard)`` whenever a guard of this thread has its verdict (before it
+    acts on it); returns the function that stops it."""
+    _guards.observers.append(callback)
+    return lambda: _guards.observers.remove(callback)
 
 
 def checking_enabled() -> bool:
@@ -337,7 +363,11 @@ class GraphGuard:
 
     def _start_capture(self) -> GraphGuard:
         self._capture = _warp.scoped_capture(self.device, **self.options.scoped_capture())
-        self._capture.__enter__()
+        _guards.opening += 1
+        try:
+            self._capture.__enter__()
+        finally:
+            _guards.opening -= 1
         return self
 
     def __exit__(
@@ -346,11 +376,13 @@ class GraphGuard:
         __tracebackhide__ = True  # pytest shows the user's frame, not graphcheck's
         capture, trace = self._capture, self._trace
         capture_error: BaseException | None = None
+        _guards.opening += 1
         try:
             capture.__exit__(exc_type, exc, tb)
         except Exception as error:  # ending the capture failed: the capture was invalid
             capture_error = error
         finally:
+            _guards.opening -= 1
             if trace is not None:
                 trace.__exit__(None, None, None)
             if _warp.capture_in_progress(self.device):
@@ -365,11 +397,13 @@ class GraphGuard:
         if not self.enabled:
             self.report = Report(name=self.name, device=self.device, skipped=[DISABLED])
             self.checked = self._checked(list, None, None)
+            self._tell_observers()
             return False
         if self._reused is not None and capture_error is None and trace is not None:
             self._judge_reused(self._reused, trace)
         else:
             self._judge(trace if trace is not None else LaunchTrace(), capture_error)
+        self._tell_observers()
         try:
             act(self.report, on_failure_with(self.options.on_failure, self.options.fallback))
         except Exception as error:
@@ -377,6 +411,10 @@ class GraphGuard:
                 raise error from capture_error
             raise
         return capture_error is not None  # a capture error was turned into a finding
+
+    def _tell_observers(self) -> None:
+        for callback in list(_guards.observers):
+            callback(self)
 
     # -- after recording: judge -----------------------------------------------------------
 

@@ -59,6 +59,13 @@ Options (on the command line, or as the ini key in brackets; the command line wi
     Write every validation of the session to PATH as JSON: the test's node id, where the
     validation came from and the report. A relative ini path is taken from the ini file's
     directory, a relative command-line path from the current directory.
+``--graphcheck-strict`` [``graphcheck_strict = true``]
+    Fail a test also when one of its validations is ``partial`` or ``not-checked`` (a
+    marked test without ``reference_call=True`` cannot compare), and a marked test that
+    opened no capture; not while checking is off.
+``--graphcheck-disable`` [``graphcheck_disable = true``]
+    Turn every check off for the session, as ``GRAPHCHECK_DISABLE=1`` does (set for the
+    session, put back after it).
 
 A test whose validations found something gets a ``graphcheck`` section in its report
 (unless its failure already shows the report), each validation's verdict and findings
@@ -123,6 +130,9 @@ class Validation:
         return {**self.report.to_dict(), "nodeid": self.nodeid, "source": self.source}
 
 
+_NOT_SAVED = object()  # GRAPHCHECK_DISABLE was not touched
+
+
 @dataclass
 class _SessionRecord:
     """The plugin's settings and every validation of the session."""
@@ -133,6 +143,8 @@ class _SessionRecord:
     validations: list[Validation] = field(default_factory=list)
     tests: int = 0  # how many tests used the fixture or the marker
     written_to: Path | None = None
+    strict: bool = False  # --graphcheck-strict: partial or not checked fails the test too
+    saved_disable: Any = _NOT_SAVED  # GRAPHCHECK_DISABLE before --graphcheck-disable set it
 
     def to_dict(self) -> dict[str, Any]:
         """The session's validations and totals: the ``graphcheck.report/1`` envelope."""
@@ -226,7 +238,8 @@ def _test_record(item: pytest.Item) -> _TestRecord:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """Register ``--graphcheck-device`` and ``--graphcheck-report`` and their ini keys."""
+    """Register ``--graphcheck-device``, ``--graphcheck-report``, ``--graphcheck-strict``,
+    ``--graphcheck-disable`` and their ini keys."""
     group = parser.getgroup("graphcheck", "graphcheck: CUDA-graph capture validation for Warp")
     group.addoption(
         "--graphcheck-device",
@@ -243,7 +256,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="write every graphcheck validation of the session to PATH as JSON (ini: graphcheck_report)",
     )
+    group.addoption(
+        "--graphcheck-strict",
+        dest="graphcheck_strict",
+        action="store_true",
+        default=None,
+        help="fail a test whose graphcheck validations are partial or not checked, not only one with findings "
+        "(ini: graphcheck_strict)",
+    )
+    group.addoption(
+        "--graphcheck-disable",
+        dest="graphcheck_disable",
+        action="store_true",
+        default=None,
+        help="turn every graphcheck check off for the session, as GRAPHCHECK_DISABLE=1 does (ini: graphcheck_disable)",
+    )
     parser.addini("graphcheck_device", "default capture device of the graphcheck fixture", default="")
+    parser.addini(
+        "graphcheck_strict", "fail a test whose graphcheck validations are partial or not checked", type="bool",
+        default=False,
+    )  # fmt: skip
+    parser.addini("graphcheck_disable", "turn every graphcheck check off for the session", type="bool", default=False)
     parser.addini(
         "graphcheck_report",
         "write every graphcheck validation of the session to this path as JSON (relative to the ini file)",
@@ -261,7 +294,31 @@ def pytest_configure(config: pytest.Config) -> None:
     except project.ConfigError as error:
         raise pytest.UsageError(f"graphcheck: {error}") from None
     device = config.getoption("graphcheck_device") or config.getini("graphcheck_device") or settings.device
-    config.stash[_SESSION] = _SessionRecord(device=device, report_path=_report_path(config), settings=settings)
+    strict = _flag(config, "graphcheck_strict")
+    record = _SessionRecord(device=device, report_path=_report_path(config), settings=settings, strict=strict)
+    if _flag(config, "graphcheck_disable"):
+        # The one switch every surface reads (graphcheck's own, and user code calling
+        # gc.capture directly in a test); put back when the session ends.
+        record.saved_disable = os.environ.get("GRAPHCHECK_DISABLE")
+        os.environ["GRAPHCHECK_DISABLE"] = "1"
+    config.stash[_SESSION] = record
+
+
+def _flag(config: pytest.Config, name: str) -> bool:
+    """A switch from the command line, else from the ini file."""
+    given = config.getoption(name)
+    return bool(given) if given is not None else bool(config.getini(name))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Put ``GRAPHCHECK_DISABLE`` back as ``--graphcheck-disable`` found it."""
+    record = config.stash.get(_SESSION, None)
+    if record is None or record.saved_disable is _NOT_SAVED:
+        return
+    if record.saved_disable is None:
+        os.environ.pop("GRAPHCHECK_DISABLE", None)
+    else:
+        os.environ["GRAPHCHECK_DISABLE"] = record.saved_disable
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -480,12 +537,40 @@ def _marker_settings(marker: pytest.Mark) -> tuple[tuple[Allow, ...], Any]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
-    """Run a marked test's body under an AutoGuard, and fail it when a capture has findings."""
+    """Run a marked test's body under an AutoGuard, and fail it when a capture has findings
+    (with ``--graphcheck-strict``, also a test whose validations are partial or not checked)."""
     marker = item.get_closest_marker("graphcheck")
-    if marker is None:
-        return (yield)
+    result = (yield) if marker is None else (yield from _run_marked(item, marker))
+    _fail_unchecked(item)
+    return result
+
+
+def _fail_unchecked(item: pytest.Item) -> None:
+    """With ``--graphcheck-strict``, fail a test whose validations did not all run every check
+    (unless checking is off: GRAPHCHECK_DISABLE or ``--graphcheck-disable`` asked for that)."""
+    from .config import disabled_by_environment
+
+    record = item.stash.get(_TEST, None)
+    if record is None or not record.session.strict or disabled_by_environment():
+        return
+    unchecked = [v for v in record.validations if v.report.status in ("partial", "not-checked")]
+    if not unchecked:
+        return
+    count = len(unchecked)
+    lines = [f"graphcheck: {count} validation{'s' if count != 1 else ''} NOT fully checked (--graphcheck-strict)"]
+    for validation in unchecked:
+        report = validation.report
+        lines.append(f"[{validation.source}] {report.headline()}")
+        lines.extend(f"  NOT checked: {check}: {why}" for check, why in report.not_run or report.skipped)
+    record.verdict = lines[0]
+    pytest.fail("\n".join(lines), pytrace=False)
+
+
+def _run_marked(item: pytest.Item, marker: pytest.Mark) -> Generator[None, object, object]:
+    """The marked test's body under an AutoGuard (see :func:`pytest_runtest_call`)."""
     allow, device = _marker_settings(marker)
     from .autoguard import AutoGuard
+    from .guard import checking_enabled
 
     record = _test_record(item)
     settings = record.session.settings
@@ -514,13 +599,17 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     finally:
         # Kept also when the test raised: the section and the JSON report show what was found.
         for report in autoguard.reports:
-            record.add(SOURCE_MARKER, report)
+            if not any(v.report is report for v in record.validations):  # the fixture's guard kept it already
+                record.add(SOURCE_MARKER, report)
         for report in autoguard.replay_reports:
             record.add(SOURCE_MARKER_REPLAY, report)
     if autoguard.findings:
         record.shown = len(record.validations)  # the failure shows the reports: no section repeats them
         record.verdict = autoguard.verdict().splitlines()[0]
         _act(autoguard.summary(), on_failure)
+    elif record.session.strict and not autoguard.reports and checking_enabled():
+        record.verdict = autoguard.verdict()
+        pytest.fail(f"{record.verdict} (--graphcheck-strict)", pytrace=False)
     return result
 
 

@@ -355,7 +355,8 @@ def test_disabled_value_checks_are_a_plain_not_checked_run_with_exit_0(factories
             assert result.returncode == 0, result.stdout + result.stderr
             assert "NOT checked" in result.stdout and "deterministic" not in result.stderr, result.stdout
             assert "checking disabled by GRAPHCHECK_DISABLE" in result.stdout
-        document = json.loads(graphcheck_env("check", "myfactories:safe", flag, "--json", env=off, cwd=factories).stdout)
+        result = graphcheck_env("check", "myfactories:safe", flag, "--json", env=off, cwd=factories)
+        document = json.loads(result.stdout)
         assert document["status"] == "not-checked" and document["checking"] is False
 
 
@@ -552,3 +553,11 @@ def test_run_guards_captures_opened_with_capture_begin_and_end(tmp_path):
     assert result.returncode == 1, result.stdout + result.stderr
     assert "script done" in result.stdout
     assert "per-call-allocation" in result.stdout and "1 capture guarded" in result.stdout
+
+
+def test_run_with_reference_calls_leaves_a_programs_own_graph_guard_alone():
+    result = graphcheck("run", "--reference-call", "examples/rl_env.py", "--steps", "20", "--num-envs", "64")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "launch-sequence-drift" not in result.stdout and "Traceback" not in result.stderr
+    assert "20 replayed steps of 64 environments match the eager rollout" in result.stdout
+    assert result.stdout.strip().splitlines()[-1] == "graphcheck: 1 capture guarded, no findings"

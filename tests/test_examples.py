@@ -8,6 +8,7 @@ so the finding is not a false alarm.
 import numpy as np
 import pytest
 
+import graphcheck as gc
 from examples import cloth, particles, rl_env
 
 DEVICE = "cpu"
@@ -78,3 +79,24 @@ def test_show_bug_flag_runs_the_unsafe_variant():
     result = particles.main(["--device", DEVICE, "--steps", "3", "--count", "64", "--show-bug"])
     assert result.report.ok
     assert result.bug is not None and set(result.bug.report.kinds()) == {"scalar-drift"}
+
+
+def test_rl_env_under_an_autoguard_with_reference_calls_counts_its_own_guard_once():
+    # What `graphcheck run --reference-call` and the marker's reference_call=True do: the
+    # program's own GraphGuard is guarded already, so its capture is not guarded again (no
+    # second reference call inside it, no false launch-sequence-drift), and its report counts.
+    with gc.AutoGuard(reference_call=True) as auto:
+        result = rl_env.main(["--device", DEVICE, "--steps", "20", "--num-envs", "64"])
+    assert result.report.ok and result.replay_report.ok, str(result.report)
+    assert auto.reports == [result.report] and auto.ok, auto.summary()
+    assert auto.verdict().splitlines()[0] == "graphcheck: 1 capture guarded, no findings"
+    # The verdict is a claim: rl_env.main itself compares the replayed rollout with an eager one.
+    assert result.replayed.dones.any()
+
+
+def test_a_finding_of_the_programs_own_guard_is_counted_in_the_closing_lines():
+    with gc.AutoGuard(reference_call=True) as auto:
+        report = rl_env.unsafe_variant(DEVICE, num_envs=64)
+    assert set(report.kinds()) == {"per-call-allocation"}
+    assert auto.reports == [report] and auto.status == "failed"
+    assert auto.verdict().splitlines()[0] == "graphcheck: 1 capture guarded, 1 finding"

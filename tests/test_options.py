@@ -118,8 +118,11 @@ def test_the_steps_own_arguments_travel_in_args_and_kwargs():
 @pytest.mark.parametrize(
     ("keywords", "words"),
     [
-        ({"on_faliure": "warn"}, "unknown option 'on_faliure' (did you mean 'on_failure'?); pass the step's own "
-                                 "keyword arguments as kwargs={'on_faliure': ...}"),
+        (
+            {"on_faliure": "warn"},
+            "unknown option 'on_faliure' (did you mean 'on_failure'?); pass the step's own "
+            "keyword arguments as kwargs={'on_faliure': ...}",
+        ),
         ({"owner": ()}, "(did you mean 'owners'?)"),
         ({"scale": 2}, "unknown option 'scale'; pass the step's own keyword arguments as kwargs={'scale': ...}"),
         ({"args": 2}, "args= takes the step's positional arguments as a tuple or list, got 2"),

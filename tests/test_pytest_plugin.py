@@ -430,6 +430,48 @@ def test_marker_reference_call_compares_the_block_with_an_eager_run(inner: pytes
     result.stdout.fnmatch_lines(["*scalar-drift (1)*"])
 
 
+def test_marker_reference_call_leaves_the_tests_own_graph_guard_alone(inner: pytest.Pytester):
+    inner.makepyfile(
+        test_own_guard="""
+        import numpy as np
+        import pytest
+        import graphcheck as gc
+        from tests import producers as P
+
+        @pytest.mark.graphcheck(reference_call=True)
+        def test_guarded_by_the_test_itself(graphcheck):
+            sim, twin = P.DeviceCounter("cpu"), P.DeviceCounter("cpu")
+            with gc.GraphGuard(device="cpu", reference=sim.step, owners=(sim,)) as guard:
+                sim.step()
+            with graphcheck.guard(reference=sim.step, owners=(sim,)) as again:
+                sim.step()
+            assert guard.report.ok and again.report.ok, str(guard.report)
+            for _ in range(2):  # two reference calls, then replays: the graph computes what eager steps do
+                twin.step()
+            for _ in range(3):
+                guard.launch()
+                twin.step()
+            np.testing.assert_array_equal(sim.x.numpy(), twin.x.numpy())
+
+        @pytest.mark.graphcheck(reference_call=True)
+        def test_its_finding_fails_the_test():
+            sim = P.HostCounter("cpu")
+            with gc.GraphGuard(device="cpu", reference=sim.step, owners=(sim,), on_failure="log"):
+                sim.step()
+        """
+    )
+    result = run_inner(inner, "-rf", "--graphcheck-report", "report.json")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*scalar-drift (1)*", "graphcheck: 3 validations in 2 tests, 1 finding (scalar-*"])
+    assert "launch-sequence-drift" not in result.stdout.str()
+    validations = json.loads((inner.path / "report.json").read_text())["reports"]
+    assert [(v["source"], v["status"]) for v in validations] == [
+        ("guard", "passed"),
+        ("marker", "passed"),
+        ("marker", "failed"),
+    ]
+
+
 def test_marker_strict_ownership_reports_device_temporaries(inner: pytest.Pytester):
     inner.makepyfile(
         test_strict="""
@@ -453,3 +495,62 @@ def test_marker_strict_ownership_reports_device_temporaries(inner: pytest.Pytest
     result = run_inner(inner, "-rf")
     result.assert_outcomes(failed=1, passed=1)
     result.stdout.fnmatch_lines(["*test_strict*", "*per-call-allocation (1)*"])
+
+
+STRICT_TESTS = """
+import pytest
+import warp as wp
+from tests import producers as P
+
+@pytest.mark.graphcheck
+def test_swap_and_counter_without_reference_call():
+    producer = P.HostCounter("cpu")
+    with wp.ScopedCapture(device="cpu") as capture:
+        producer.step()
+    wp.capture_launch(capture.graph)
+
+@pytest.mark.graphcheck(reference_call=True)
+def test_compared_and_safe():
+    producer = P.DeviceCounter("cpu")
+    with wp.ScopedCapture(device="cpu"):
+        producer.step()
+
+def test_validated_in_full(graphcheck):
+    producer = P.DeviceCounter("cpu")
+    assert graphcheck.validate(producer.step, owners=(producer,)).ok
+"""
+
+
+def test_strict_fails_a_partial_marked_test_from_the_command_line_or_the_ini(inner: pytest.Pytester):
+    inner.makepyfile(test_strict=STRICT_TESTS)
+    run_inner(inner).assert_outcomes(passed=3)  # by default partial passes, and says NOT checked
+    strict = run_inner(inner, "--graphcheck-strict", "-rf")
+    strict.assert_outcomes(passed=2, failed=1)
+    strict.stdout.fnmatch_lines([
+        "*graphcheck: 1 validation NOT fully checked (--graphcheck-strict)*",
+        "*NOT checked: compare: no reference call*",
+        "FAILED test_strict.py::test_swap_and_counter_without_reference_call - graph*",
+    ])  # fmt: skip
+    inner.makeini("[pytest]\ngraphcheck_strict = true\n")
+    run_inner(inner).assert_outcomes(passed=2, failed=1)
+
+
+def test_disable_flag_turns_checking_off_for_the_session_and_strict_leaves_it(inner: pytest.Pytester):
+    inner.makepyfile(test_strict=STRICT_TESTS, test_unsafe="""
+        import pytest
+        import graphcheck as gc
+        from tests import producers as P
+
+        def test_unsafe_is_not_checked(graphcheck):
+            producer = P.HostCounter("cpu")
+            report = graphcheck.validate(producer.step, owners=(producer,)).report
+            assert report.status == "not-checked" and not gc.checking_enabled()
+        """)  # fmt: skip
+    result = run_inner(inner, "--graphcheck-disable", "--graphcheck-strict")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines([
+        "graphcheck *checking: OFF (GRAPHCHECK_DISABLE is set)",
+        "graphcheck: NOT checked: GRAPHCHECK_DISABLE is set, *",
+    ])  # fmt: skip
+    # Without the flag the same unsafe producer is found.
+    run_inner(inner, "test_unsafe.py").assert_outcomes(failed=1)
