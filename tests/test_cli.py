@@ -561,3 +561,16 @@ def test_run_with_reference_calls_leaves_a_programs_own_graph_guard_alone():
     assert "launch-sequence-drift" not in result.stdout and "Traceback" not in result.stderr
     assert "20 replayed steps of 64 environments match the eager rollout" in result.stdout
     assert result.stdout.strip().splitlines()[-1] == "graphcheck: 1 capture guarded, no findings"
+
+
+def test_run_github_output_warns_for_each_check_the_captures_did_not_run(tmp_path):
+    step = 'wp.launch(add, dim=8, inputs=[self.x, self.v], device="cpu")'
+    result = graphcheck("run", "--output-format", "github", str(write_script(tmp_path, step)))
+    assert result.returncode == 0, result.stdout + result.stderr
+    warnings = [line for line in result.stdout.splitlines() if line.startswith("::warning")]
+    assert len(warnings) == 1, result.stdout
+    assert warnings[0].startswith("::warning title=graphcheck%3A compare NOT checked::no reference call")
+    assert "--reference-call" in warnings[0] and "not applicable" not in result.stdout
+    off = graphcheck_env("run", "--output-format", "github", str(write_script(tmp_path, step)),
+                         env={"GRAPHCHECK_DISABLE": "1"})  # fmt: skip
+    assert off.returncode == 0 and "::warning title=graphcheck%3A NOT checked::GRAPHCHECK_DISABLE is set" in off.stdout
