@@ -517,7 +517,7 @@ def test_compared_and_safe():
 
 def test_validated_in_full(graphcheck):
     producer = P.DeviceCounter("cpu")
-    assert graphcheck.validate(producer.step, owners=(producer,)).ok
+    graphcheck.validate(producer.step, owners=(producer,))  # raises on findings
 """
 
 
