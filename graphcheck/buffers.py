@@ -387,10 +387,12 @@ def _walk(
             items, join = _attributes(obj), _ATTR
             members = _MEMBERS.get(kind)
             if members is None:
+                if len(_MEMBERS) >= 4096:
+                    _MEMBERS.clear()  # classes made on the fly are not kept alive by this cache
                 members = _MEMBERS[kind] = _members_join(kind)
             if members:
                 try:
-                    held = list(obj)  # built-in iteration: one C call, no user code runs
+                    held = list(iter(obj))  # built-in iteration, sized by its iterator: no user code runs
                 except Exception:  # changed size while iterated (another thread): not looked into
                     held = []
                 inner = [(v, path, i, members, depth + 1) for i, v in enumerate(held) if type(v) not in _LEAF_TYPES]

@@ -182,6 +182,15 @@ def test_buffers_of_runs_no_user_code_and_consumes_no_iterator(cpu):
     assert len(gc.buffers_of(holder)) == 0 and not calls
     assert next(generator) is kept
 
+    class Counted(collections.deque):  # iterated in C; its own __len__ is Python code, never called
+        __slots__ = ()
+
+        def __len__(self):
+            calls.append(1)
+            return super().__len__()
+
+    assert gc.buffers_of(Counted([kept]), root="q").labels() == ["q[0]"] and not calls
+
 
 def test_buffers_of_walks_built_in_containers_without_attributes(cpu):
     a, b = wp.zeros(1, dtype=float, device=cpu), wp.zeros(1, dtype=float, device=cpu)
