@@ -40,6 +40,12 @@ DEVICE = "cpu"
 N = 64
 
 
+def _cuda_visible() -> bool:
+    from tests.internals import _warp
+
+    return _warp.cuda_available()
+
+
 @pytest.fixture
 def scripted(monkeypatch: pytest.MonkeyPatch) -> ScriptedCapture:
     """The driver's answers, scripted by each test (no driver runs)."""
@@ -563,3 +569,20 @@ def test_a_deterministic_launch_owns_the_native_work_around_its_phases(scripted)
         hook(K.scale, None, [], None, "cpu", None, 0, 256, None, [])  # no stream: the launcher asks nothing
     scripted.done()
     assert [r.kernel for r in user] == ["tests.kernels.scale"], "Warp's own operation stays out of the user's trace"
+
+
+# -- the GPU run's own tools ------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(_cuda_visible(), reason="checks the probe on a machine without CUDA")
+def test_the_driver_probe_skips_cleanly_without_cuda():
+    """tests_gpu/probe.py imports, registers its sections, and exits 0 saying why it skipped."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, str(root / "tests_gpu" / "probe.py")], capture_output=True, text=True, cwd=root, check=False
+    )
+    assert done.returncode == 0 and "probe: skipped, Warp sees no CUDA device" in done.stdout, done.stdout + done.stderr
