@@ -11,12 +11,14 @@ hooks in place; only what a CUDA device would add is scripted:
   ``cuStreamGetCaptureInfo``, each a real ``cuda.bindings`` value (``CUresult``,
   ``CUstreamCaptureStatus``, ``CUgraph``, ``CUgraphNode``, ``CUgraphEdgeData``) in the
   tuple shape the 13.x bindings return. A question the script did not expect fails the
-  operation that asked it, naming both;
+  operation that asked it (graphcheck's launch hook turns that into a warning), and
+  :meth:`ScriptedCapture.done` names it;
 - for a kernel launch, Warp's native ``wp_cuda_launch_kernel`` (it would enqueue on the
   GPU): :func:`cuda_launch` calls graphcheck's hook around it as Warp's CUDA launch path
   does, with the parameter block Warp packed for the launch (``record_cmd=True`` packs
-  without running), while the call is pending as ``wp.launch`` / ``Launch.launch`` /
-  ``launch_tiled`` leave it.
+  without running). Warp's CPU launch never reaches that hook, so the helper sets the
+  call in progress itself, as graphcheck's prologues woven into ``wp.launch``,
+  ``Launch.launch`` and ``launch_tiled`` set it.
 
 The same object is the driver graphcheck reads the captured graph through afterwards
 (a :class:`tests.recorded_driver.RecordedDriver`): a test builds the graph's nodes from
@@ -54,7 +56,6 @@ class ScriptedCapture(RecordedDriver):
     Build the script with :meth:`op` (an operation the capture records), or with
     :meth:`before` and :meth:`after` for operations that nest; :meth:`uncaptured` for
     one the stream did not capture.
-
     """
 
     def __init__(self, version: int = 13000) -> None:
