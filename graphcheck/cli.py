@@ -246,9 +246,15 @@ def _settings(args: argparse.Namespace, prog: str) -> Any:
     except config.ConfigError as error:
         raise UsageError(prog, str(error).replace(str(Path.cwd()) + os.sep, "")) from None
     args.output_format = "json" if args.json else (args.output_format or "text")
-    for option, path in (("--dot", args.dot), ("--output", args.output), ("--report", getattr(args, "report", None))):
-        if path and not Path(path).resolve().parent.is_dir():
-            raise UsageError(prog, f"cannot write {option} {path}: the folder {Path(path).parent} does not exist")
+    from ._outputs import OutputPathError, check_output_path
+
+    for option in ("--dot", "--output", "--report"):
+        path = getattr(args, option.removeprefix("--"), None)
+        if path is not None:
+            try:
+                check_output_path(option, path)
+            except OutputPathError as error:
+                raise UsageError(prog, str(error)) from None
     return dataclasses.replace(
         settings,
         allow=tuple(dict.fromkeys(allow)),
@@ -288,6 +294,7 @@ def _code(status: str, strict: bool) -> int:
 
 def _emit(reports: list[tuple[str, Any]], args: argparse.Namespace, **extra: Any) -> None:
     """Write ``(source, report)`` pairs in the chosen format, to ``--output`` or standard output."""
+    from ._outputs import write_output
     from .schema import report_document
 
     fmt = args.output_format
@@ -306,7 +313,7 @@ def _emit(reports: list[tuple[str, Any]], args: argparse.Namespace, **extra: Any
     else:
         text = junit_xml(reports, args.command)
     if args.output:
-        Path(args.output).write_text(text + "\n", encoding="utf-8")
+        write_output(Path(args.output), text + "\n")
         for _, report in reports:  # the verdicts still show in the job's log
             print(report.headline())
     elif text:
@@ -614,6 +621,7 @@ def _run(args: argparse.Namespace, settings: Any) -> int:
     if args.report:
         import json
 
+        from ._outputs import write_output
         from .schema import report_document
 
         document = report_document(
@@ -622,7 +630,7 @@ def _run(args: argparse.Namespace, settings: Any) -> int:
             program_exit=program_exit,
             checking=_checking(),
         )
-        Path(args.report).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        write_output(Path(args.report), json.dumps(document, indent=2) + "\n")
     if args.dot and guard.graphs:
         flagged = [c for c in guard.graphs if c.report.findings]
         _write_dot((flagged or guard.graphs)[0], args.dot)

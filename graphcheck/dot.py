@@ -12,8 +12,10 @@ from __future__ import annotations
 import shutil
 import subprocess
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._outputs import write_output
 from .params import ArrayRef
 
 if TYPE_CHECKING:
@@ -169,9 +171,7 @@ def write(checked: CheckedGraph, path: str, formats: Iterable[str] = ("dot", "sv
     Returns:
         The paths written.
     """
-    source = to_dot(checked)
-    with open(path, "w") as f:
-        f.write(source)
+    write_output(Path(path), to_dot(checked))
     written = [path]
     dot = shutil.which("dot")
     if "svg" in formats and dot is not None:

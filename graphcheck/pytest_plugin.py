@@ -145,6 +145,7 @@ class _SessionRecord:
     written_to: Path | None = None
     strict: bool = False  # --graphcheck-strict: partial or not checked fails the test too
     saved_disable: Any = _NOT_SAVED  # GRAPHCHECK_DISABLE before --graphcheck-disable set it
+    write_error: str | None = None  # why the JSON report could not be written at the end
 
     def to_dict(self) -> dict[str, Any]:
         """The session's validations and totals: the ``graphcheck.report/1`` envelope."""
@@ -335,16 +336,20 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 def _report_path(config: pytest.Config) -> Path | None:
     """Where the JSON report goes: the command line's path, else the ini file's, else None."""
+    from ._outputs import OutputPathError, check_output_path
+
     from_command_line = config.getoption("graphcheck_report")
-    if from_command_line:
-        path, base = Path(os.path.expanduser(from_command_line)), config.invocation_params.dir
+    if from_command_line is not None:
+        option, path, base = "--graphcheck-report", from_command_line, config.invocation_params.dir
     else:
-        from_ini = config.getini("graphcheck_report")
-        if not from_ini:
+        option, path = "graphcheck_report (ini)", config.getini("graphcheck_report")
+        if not path:
             return None
-        path = Path(os.path.expanduser(from_ini))
         base = config.inipath.parent if config.inipath is not None else config.rootpath
-    return path if path.is_absolute() else base / path
+    try:
+        return check_output_path(option, path, base)  # checked now: not after the whole session ran
+    except OutputPathError as error:
+        raise pytest.UsageError(f"graphcheck: {error}") from None
 
 
 # -- the fixture --------------------------------------------------------------------------
@@ -661,15 +666,20 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if worker:
         # Under pytest-xdist each worker writes its own file rather than all overwriting one.
         path = path.with_name(f"{path.stem}.{worker}{path.suffix}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record.to_dict(), indent=2) + "\n", encoding="utf-8")
-    record.written_to = path
+    from ._outputs import write_output
+
+    try:
+        write_output(path, json.dumps(record.to_dict(), indent=2) + "\n")
+    except OSError as error:  # checked writable at the start; something changed since
+        record.write_error = f"graphcheck: cannot write --graphcheck-report {path}: {error.strerror or error}"
+    else:
+        record.written_to = path
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """End the session's output with graphcheck's totals, when a test used the plugin."""
     record = config.stash.get(_SESSION, None)
-    if record is None or (not record.tests and record.written_to is None):
+    if record is None or (not record.tests and record.written_to is None and record.write_error is None):
         return
     terminalreporter.write_sep("-", "graphcheck")
     terminalreporter.write_line(record.summary_line())
@@ -677,3 +687,5 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         from .schema import relative_path
 
         terminalreporter.write_line(f"graphcheck: JSON report written to {relative_path(record.written_to)}")
+    if record.write_error is not None:
+        terminalreporter.write_line(record.write_error, red=True)

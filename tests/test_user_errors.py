@@ -1,0 +1,94 @@
+"""A user's mistake is found before anything runs and said in one line naming it (exit status 2).
+
+Output paths (``--output``, ``--dot``, ``--report``, pytest's ``--graphcheck-report``) follow one
+rule on both surfaces; values (``--replays``, ``--device``...) are checked before the program runs.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.test_cli import graphcheck
+from tests.test_pytest_plugin import inner, run_inner  # noqa: F401  (inner: a fixture)
+
+pytest_plugins = ["pytester"]
+
+# A program whose running leaves a mark: a usage error must come before it.
+MARKING_SCRIPT = "from pathlib import Path\nPath('ran.txt').write_text('ran')\n"
+
+
+def stderr_lines(result):
+    return [line for line in result.stderr.splitlines() if not line.startswith("Warp CUDA warning")]
+
+
+def assert_one_line_usage_error(result, start, cwd):
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = stderr_lines(result)
+    assert len(lines) == 1 and lines[0].startswith(start), result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (cwd / "ran.txt").exists(), "the program ran before the mistake was reported"
+
+
+def bad_paths(tmp_path: Path) -> dict[str, tuple[str, str]]:
+    """Each kind of unwritable path: (the path as given, what the error says)."""
+    (tmp_path / "a_file.txt").write_text("")
+    (tmp_path / "a_folder").mkdir()
+    return {
+        "folder": ("a_folder", "it is a folder (name a file in it"),
+        "below a file": ("a_file.txt/out.json", "a_file.txt is a file, not a folder"),
+    }
+
+
+@pytest.mark.parametrize("option", ["--output", "--report", "--dot"])
+@pytest.mark.parametrize("kind", ["folder", "below a file"])
+def test_run_checks_every_output_path_before_the_program_runs(tmp_path, option, kind):
+    path, says = bad_paths(tmp_path)[kind]
+    (tmp_path / "prog.py").write_text(MARKING_SCRIPT)
+    result = graphcheck("run", option, path, "prog.py", cwd=tmp_path)
+    assert_one_line_usage_error(result, f"graphcheck run: error: cannot write {option} {path}: {says}", tmp_path)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
+def test_an_unwritable_folder_is_refused_even_for_root(tmp_path):
+    (tmp_path / "prog.py").write_text(MARKING_SCRIPT)
+    result = graphcheck("run", "--report", "/proc/graphcheck.json", "prog.py", cwd=tmp_path)
+    assert_one_line_usage_error(
+        result, "graphcheck run: error: cannot write --report /proc/graphcheck.json: cannot create files in /proc", tmp_path
+    )
+
+
+def test_check_and_demo_check_their_output_paths_too(tmp_path):
+    (tmp_path / "never_imported.py").write_text("from pathlib import Path\nPath('ran.txt').write_text('ran')\n")
+    (tmp_path / "out").mkdir()
+    result = graphcheck("check", "--output", "out", "never_imported:make", cwd=tmp_path)
+    assert_one_line_usage_error(result, "graphcheck check: error: cannot write --output out: it is a folder", tmp_path)
+    result = graphcheck("demo", "--device", "cpu", "--dot", "out", cwd=tmp_path)
+    assert_one_line_usage_error(result, "graphcheck demo: error: cannot write --dot out: it is a folder", tmp_path)
+
+
+def test_missing_folders_are_created_on_both_surfaces(tmp_path, inner):  # noqa: F811
+    # The CLI, like the plugin (and pytest's --junit-xml), makes the folders a report path names.
+    (tmp_path / "prog.py").write_text("print('hello')\n")
+    result = graphcheck("run", "--report", "new/deeper/r.json", "prog.py", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "new" / "deeper" / "r.json").is_file()
+    inner.makepyfile(test_it="def test_it(graphcheck):\n    pass\n")
+    result = run_inner(inner, "--graphcheck-report", "made/here/r.json")
+    assert result.ret == 0
+    assert (inner.path / "made" / "here" / "r.json").is_file()
+
+
+def test_the_plugin_checks_its_report_path_before_the_session_runs(inner):  # noqa: F811
+    inner.mkdir("reports")
+    inner.makepyfile(test_it="from pathlib import Path\n\ndef test_it():\n    Path('ran.txt').write_text('ran')\n")
+    result = run_inner(inner, "--graphcheck-report", "reports")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.errlines if "graphcheck" in line]
+    assert errors == [
+        "ERROR: graphcheck: cannot write --graphcheck-report reports: it is a folder (name a file in it, e.g. "
+        "reports/graphcheck.json)"
+    ], result.errlines
+    assert "Traceback" not in "\n".join(result.errlines) and not (inner.path / "ran.txt").exists()
