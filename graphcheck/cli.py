@@ -116,6 +116,21 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(self.prog, f"{message} (see {self.prog} --help)")
 
 
+def _at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type: a whole number no smaller than ``minimum`` (else one line naming the value)."""
+
+    def whole_number(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return whole_number
+
+
 _EPILOG = (
     "exit status: "
     + "; ".join(f"{code} {meaning}" for code, meaning in EXIT_CODES.items())
@@ -159,7 +174,7 @@ def _parser() -> argparse.ArgumentParser:
     def warmup(p: argparse.ArgumentParser, what: str) -> None:
         p.add_argument(
             "--warmup",
-            type=_count,
+            type=_at_least(0),
             default=None,
             metavar="N",
             help=f"call {what} N times eagerly before the reference call, for set-up only the first calls do",
@@ -170,7 +185,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     device(demo)
     reporting(demo)
-    demo.add_argument("--replays", type=int, default=100, help="replays of the fixed graph (default 100)")
+    demo.add_argument("--replays", type=_at_least(0), default=100, help="replays of the fixed graph (default 100)")
 
     run = commands.add_parser("run", help="run a Warp program with every wp.ScopedCapture guarded", epilog=_EPILOG)
     reporting(run)
@@ -190,7 +205,7 @@ def _parser() -> argparse.ArgumentParser:
     reporting(check)
     check.add_argument("target", metavar="MODULE:FACTORY", help="e.g. mysim.envs:make_env")
     check.add_argument("--method", default="step", help="the method to capture (default: step)")
-    check.add_argument("--replays", type=int, default=1, help="replays after validation (default 1)")
+    check.add_argument("--replays", type=_at_least(0), default=1, help="replays after validation (default 1)")
     warmup(check, "the method")
     by_values = check.add_mutually_exclusive_group()
     by_values.add_argument(
@@ -203,19 +218,10 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run the producer conformance kit: calls, shared buffers, capture, values (gc.check_producer)",
     )
-    check.add_argument("--steps", type=int, default=4, help="steps (calls) for --values and --conformance (default 4)")
+    check.add_argument(
+        "--steps", type=_at_least(2), default=4, help="steps (calls) for --values and --conformance (default 4)"
+    )
     return parser
-
-
-def _count(text: str) -> int:
-    """A count >= 0 (an argparse type)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number of calls >= 0, got {text!r}")
-    return value
 
 
 def _version() -> str:
@@ -246,6 +252,8 @@ def _settings(args: argparse.Namespace, prog: str) -> Any:
     except config.ConfigError as error:
         raise UsageError(prog, str(error).replace(str(Path.cwd()) + os.sep, "")) from None
     args.output_format = "json" if args.json else (args.output_format or "text")
+    if getattr(args, "device", None) is not None and not args.device.strip():
+        raise UsageError(prog, "--device needs a device name (cpu, cuda, cuda:0...), got an empty one")
     from ._outputs import OutputPathError, check_output_path
 
     for option in ("--dot", "--output", "--report"):

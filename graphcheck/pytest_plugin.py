@@ -78,6 +78,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter
 from collections.abc import Callable, Generator
 from contextlib import ExitStack
@@ -294,7 +295,9 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = project.load(project.find_pyproject(config.rootpath))
     except project.ConfigError as error:
         raise pytest.UsageError(f"graphcheck: {error}") from None
-    device = config.getoption("graphcheck_device") or config.getini("graphcheck_device") or settings.device
+    device = _device_name(config)
+    if device is None:
+        device = settings.device
     strict = _flag(config, "graphcheck_strict")
     record = _SessionRecord(device=device, report_path=_report_path(config), settings=settings, strict=strict)
     if _flag(config, "graphcheck_disable"):
@@ -332,6 +335,37 @@ def pytest_report_header(config: pytest.Config) -> str:
     device = record.device if record is not None and record.device else "Warp's default device"
     checking = "OFF (GRAPHCHECK_DISABLE is set)" if disabled_by_environment() else "on"
     return f"graphcheck {__version__}, warp {warp_version() or 'not installed'}, device: {device}, checking: {checking}"
+
+
+#: What a device name looks like: checked when the session starts, without importing Warp
+#: (whether the machine has that device is checked when a test first uses it).
+_DEVICE_NAME = re.compile(r"cpu|cuda(:\d+)?")
+
+
+def _device_name(config: pytest.Config) -> str | None:
+    """``--graphcheck-device``, else the ini's ``graphcheck_device``; a name no device has is a usage error."""
+    option, device = "--graphcheck-device", config.getoption("graphcheck_device")
+    if device is None:
+        option, device = "graphcheck_device (ini)", config.getini("graphcheck_device") or None
+    if device is not None and not _DEVICE_NAME.fullmatch(device):
+        raise pytest.UsageError(f"graphcheck: {option}: {device!r} is not a Warp device name (cpu, cuda, cuda:0...)")
+    return device
+
+
+def _checked_device(device: Any, what: str) -> Any:
+    """``device`` when this machine has it, else the test fails with one line naming ``what`` set it."""
+    __tracebackhide__ = True
+    if device is None:
+        return None
+    from .guard import check_device
+
+    try:
+        check_device(device)
+    except ValueError as error:
+        problem = str(error)
+    else:
+        return device
+    pytest.fail(f"graphcheck: {what}: {problem}", pytrace=False)
 
 
 def _report_path(config: pytest.Config) -> Path | None:
@@ -506,7 +540,13 @@ def graphcheck(request: pytest.FixtureRequest) -> GraphcheckFixture:
     item = request.node
     marker = item.get_closest_marker("graphcheck")
     marker_device = marker.kwargs.get("device") if marker is not None else None
-    device = marker_device if marker_device is not None else request.config.stash[_SESSION].device
+    if marker_device is not None:
+        device = _checked_device(marker_device, "@pytest.mark.graphcheck(device=...)")
+    else:
+        device = _checked_device(
+            request.config.stash[_SESSION].device,
+            "the session's device (--graphcheck-device, ini graphcheck_device or [tool.graphcheck] device)",
+        )
     return GraphcheckFixture(device, _test_record(item))
 
 
@@ -535,7 +575,7 @@ def _marker_settings(marker: pytest.Mark) -> tuple[tuple[Allow, ...], Any]:
     except (TypeError, ValueError) as error:
         problem = str(error)
     else:
-        return allow, marker.kwargs.get("device")
+        return allow, _checked_device(marker.kwargs.get("device"), "@pytest.mark.graphcheck(device=...)")
     # Failed outside the except block, so the report does not chain the ValueError too.
     pytest.fail(f"@pytest.mark.graphcheck({keyword}=...): {problem}", pytrace=False)
 
@@ -582,7 +622,7 @@ def _run_marked(item: pytest.Item, marker: pytest.Mark) -> Generator[None, objec
     on_failure = settings.on_failure if settings is not None else "raise"
     if settings is not None:
         allow = tuple(dict.fromkeys(settings.allow + allow))
-        device = device if device is not None else settings.device
+        device = device if device is not None else _checked_device(settings.device, "[tool.graphcheck] device")
     options = settings.capture_options() if settings is not None else None
     autoguard = AutoGuard(
         options,

@@ -56,7 +56,9 @@ def test_an_unwritable_folder_is_refused_even_for_root(tmp_path):
     (tmp_path / "prog.py").write_text(MARKING_SCRIPT)
     result = graphcheck("run", "--report", "/proc/graphcheck.json", "prog.py", cwd=tmp_path)
     assert_one_line_usage_error(
-        result, "graphcheck run: error: cannot write --report /proc/graphcheck.json: cannot create files in /proc", tmp_path
+        result,
+        "graphcheck run: error: cannot write --report /proc/graphcheck.json: cannot create files in /proc",
+        tmp_path,
     )
 
 
@@ -92,3 +94,67 @@ def test_the_plugin_checks_its_report_path_before_the_session_runs(inner):  # no
         "reports/graphcheck.json)"
     ], result.errlines
     assert "Traceback" not in "\n".join(result.errlines) and not (inner.path / "ran.txt").exists()
+
+
+# -- values, checked before anything runs --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["check", "--replays", "-1", "never_imported:make"],
+         "graphcheck check: error: argument --replays: must be at least 0, got -1"),
+        (["demo", "--replays", "-5"], "graphcheck demo: error: argument --replays: must be at least 0, got -5"),
+        (["demo", "--replays", "many"],
+         "graphcheck demo: error: argument --replays: expected a whole number, got 'many'"),
+        (["check", "--values", "--steps", "1", "never_imported:make"],
+         "graphcheck check: error: argument --steps: must be at least 2, got 1"),
+        (["check", "--device", "", "never_imported:make"],
+         "graphcheck check: error: --device needs a device name (cpu, cuda, cuda:0...), got an empty one"),
+        (["demo", "--device", " "],
+         "graphcheck demo: error: --device needs a device name (cpu, cuda, cuda:0...), got an empty one"),
+    ],
+)  # fmt: skip
+def test_values_are_checked_before_anything_runs(tmp_path, args, message):
+    (tmp_path / "never_imported.py").write_text(MARKING_SCRIPT)
+    result = graphcheck(*args, cwd=tmp_path)
+    assert_one_line_usage_error(result, message, tmp_path)
+    assert not result.stdout
+
+
+def test_the_plugin_refuses_a_device_name_warp_has_not_before_the_session_runs(inner):  # noqa: F811
+    inner.makepyfile(
+        test_it="from pathlib import Path\n\ndef test_it(graphcheck):\n    Path('ran.txt').write_text('')\n"
+    )
+    result = run_inner(inner, "--graphcheck-device", "banana")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.errlines if "graphcheck" in line]
+    assert errors == [
+        "ERROR: graphcheck: --graphcheck-device: 'banana' is not a Warp device name (cpu, cuda, cuda:0...)"
+    ], result.errlines
+    assert not (inner.path / "ran.txt").exists()
+
+
+def test_a_device_this_machine_lacks_fails_the_test_in_one_line(inner):  # noqa: F811
+    import warp as wp
+
+    wp.init()
+    missing = f"cuda:{wp.get_cuda_device_count()}"  # one past the last: no machine has it
+    inner.makepyfile(
+        test_it=f"""
+        import pytest
+
+        @pytest.mark.graphcheck(device="{missing}")
+        def test_marked():
+            pass
+
+        def test_fixture(graphcheck):
+            pass
+        """
+    )
+    result = run_inner(inner, "--graphcheck-device", missing, "-rfE")
+    result.assert_outcomes(failed=1, errors=1)
+    text = "\n".join(result.outlines)
+    assert f"graphcheck: @pytest.mark.graphcheck(device=...): cannot capture on device '{missing}'" in text
+    assert "graphcheck: the session's device (--graphcheck-device, ini graphcheck_device or [tool.graphcheck] " in text
+    assert "Traceback" not in text and "warp/_src" not in text, text

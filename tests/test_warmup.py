@@ -129,7 +129,7 @@ def test_check_takes_warmup(tmp_path):
     strict = graphcheck("check", "firstcall:make", "--device", "cpu", "--warmup", "0", cwd=tmp_path)
     assert strict.returncode == 1 and "warmup=1" in strict.stdout, strict.stdout
     bad = graphcheck("check", "firstcall:make", "--warmup", "-1", cwd=tmp_path)
-    assert bad.returncode == 2 and "expected a number of calls >= 0" in bad.stderr, bad.stderr
+    assert bad.returncode == 2 and "argument --warmup: must be at least 0, got -1" in bad.stderr, bad.stderr
     values = graphcheck("check", "firstcall:make", "--values", "--warmup", "1", cwd=tmp_path)
     assert values.returncode == 2 and "--warmup applies to the capture check" in values.stderr, values.stderr
 
