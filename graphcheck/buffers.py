@@ -166,6 +166,10 @@ class BufferSet:
 
     def locate(self, ptr: int) -> tuple[str, int] | None:
         """``(label, byte offset)`` of the innermost buffer holding ``ptr``, else None."""
+        if not isinstance(ptr, int) or isinstance(ptr, bool):
+            raise TypeError(
+                f"locate() takes an address (an int, such as array.ptr), got {ptr!r} (a {type(ptr).__name__})"
+            )
         if self._dirty:
             self._build()
         i = bisect.bisect_right(self._starts, ptr) - 1
@@ -285,6 +289,21 @@ def buffers_of(*objects: Any, root: str | Sequence[str] | None = None, max_depth
     return _walk(objects, root, max_depth, None)
 
 
+def _check_walk(objects: Sequence[Any], root: Any) -> None:
+    """A TypeError naming the mistake: a value that holds no buffer (``buffers_of(42)``), a label that is no string."""
+    for obj in objects:
+        if obj is None or isinstance(obj, (str, bytes, int, float, complex)):
+            raise TypeError(
+                f"buffers_of() takes the objects that hold Warp arrays (a simulator, a state, arrays), got {obj!r} "
+                f"(a {type(obj).__name__}, which holds none)"
+            )
+    labels = [root] if isinstance(root, str) or root is None else root
+    if not isinstance(labels, (list, tuple)) or not all(isinstance(r, str) or r is None for r in labels):
+        raise TypeError(
+            f"buffers_of(root=...) takes a label (a str, such as 'sim') or one label per object, got {root!r}"
+        )
+
+
 def arrays_of(*objects: Any, root: str | Sequence[str] | None = None, max_depth: int = 12) -> list[tuple[str, Any]]:
     """``(path, array)`` of every Warp array :func:`buffers_of` finds, in the order it finds them.
 
@@ -298,6 +317,7 @@ def arrays_of(*objects: Any, root: str | Sequence[str] | None = None, max_depth:
 def _walk(
     objects: Sequence[Any], root: str | Sequence[str] | None, max_depth: int, found: list[tuple[str, Any]] | None
 ) -> BufferSet:
+    _check_walk(objects, root)
     if isinstance(root, str):
         roots = [root] if len(objects) == 1 else [f"{root}{i}" for i in range(len(objects))]
     elif root is None:

@@ -697,6 +697,12 @@ def capture_failed(error: BaseException, site: Site | None, operations: int) -> 
     text = str(error).strip()
     if "mempool" in text or "memory pool" in text:
         fix: str | None = _MEMPOOL_FIX
+    elif "capture already in progress" in text:
+        # Opened inside another capture (a GraphGuard or wp.ScopedCapture within one): no readback is involved.
+        fix = (
+            "capture one block at a time: end the capture already open on this device (a GraphGuard or "
+            "wp.ScopedCapture around this one) before opening another, or guard only the outer one"
+        )
     elif isinstance(error, NotImplementedError):
         # Warp cannot capture this operation at all (a CPU capture of a strided copy or
         # fill): its own message says what it does not support.

@@ -475,8 +475,17 @@ def _check(args: argparse.Namespace, settings: Any) -> int:
     except ImportError as error:
         raise UsageError(prog, f"cannot import {module_name!r}: {error}") from None
     factory = getattr(module, factory_name, None)
-    if not callable(factory):
-        near = difflib.get_close_matches(factory_name, [n for n in dir(module) if not n.startswith("_")], n=1)
+    if factory is not None and not callable(factory):
+        raise UsageError(
+            prog, f"{module_name}.{factory_name} is {_shown(factory)}, not a class or function that builds the "
+            "producer"
+        )  # fmt: skip
+    if factory is None:
+        # Only what could be a factory: a module's imports (np, wp) and its constants are no answer.
+        names = [
+            n for n, v in vars(module).items() if not n.startswith("_") and callable(v) and not _imported(v, module)
+        ]
+        near = difflib.get_close_matches(factory_name, names, n=1)
         hint = f" (did you mean {near[0]!r}?)" if near else ""
         raise UsageError(prog, f"{module_name} has no callable {factory_name!r}{hint}")
     if args.values or args.conformance:
@@ -491,6 +500,11 @@ def _check(args: argparse.Namespace, settings: Any) -> int:
     owners: Any = None
     if callable(method):
         fn, owners = method, (producer,)
+        if not gc.buffers_of(producer):
+            raise UsageError(
+                prog, f"{args.target}() built a {type(producer).__name__} that holds no Warp arrays: check validates "
+                f"a producer whose {args.method}() works on arrays it holds (attributes, lists or dicts of wp.array)"
+            )  # fmt: skip
     elif callable(producer):
         fn = producer
     else:
@@ -513,6 +527,22 @@ def _check(args: argparse.Namespace, settings: Any) -> int:
     from .schema import combined_status
 
     return _code(combined_status(r.status for s, r in reports if s == "validate" or r.findings), args.strict)
+
+
+def _shown(value: Any) -> str:
+    import types
+
+    if isinstance(value, types.ModuleType):
+        return f"the module {value.__name__}"
+    text = repr(value)
+    return text if len(text) <= 40 else f"a {type(value).__name__}"
+
+
+def _imported(value: Any, module: Any) -> bool:
+    """Whether ``value`` came into ``module`` from elsewhere (a module, or a class or function defined in another)."""
+    import types
+
+    return isinstance(value, types.ModuleType) or getattr(value, "__module__", module.__name__) != module.__name__
 
 
 def _users_code(prog: str, what: str, call: Callable[[], Any]) -> Any:
@@ -573,7 +603,9 @@ def _call_factory(factory: Any, device: str | None) -> Any:
 def _run(args: argparse.Namespace, settings: Any) -> int:
     prog = "graphcheck run"
     script = args.script
-    if not os.path.isfile(script):
+    if os.path.isdir(script) and not os.path.isfile(os.path.join(script, "__main__.py")):
+        raise UsageError(prog, f"{script} is a folder with no __main__.py: name the program's .py file in it")
+    if not os.path.exists(script):
         raise UsageError(prog, f"no such file: {script}")
     _warp_and_device(None, prog)
     from .autoguard import AutoGuard

@@ -308,8 +308,18 @@ class Allow:
     arg: str | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.kind, str):
+            raise TypeError(f"Allow() takes a finding kind (a str, such as 'scalar-drift'), got {self.kind!r}")
         if self.kind not in KINDS:
             raise ValueError(unknown_kind(self.kind))
+        for name in ("kernel", "arg"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                what, example = ("a kernel", "integrate") if name == "kernel" else ("an argument", "dt")
+                raise TypeError(
+                    f"Allow({name}=...) takes {what}'s name (a str, such as {example!r}) or None, got {value!r} "
+                    f"(a {type(value).__name__})"
+                )
 
     def __str__(self) -> str:
         parts = [f'"{self.kind}"']

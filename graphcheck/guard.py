@@ -402,7 +402,7 @@ class GraphGuard:
         if self._reused is not None and capture_error is None and trace is not None:
             self._judge_reused(self._reused, trace)
         else:
-            self._judge(trace if trace is not None else LaunchTrace(), capture_error)
+            self._judge(trace if trace is not None else LaunchTrace.empty(), capture_error)
         self._tell_observers()
         try:
             act(self.report, on_failure_with(self.options.on_failure, self.options.fallback))

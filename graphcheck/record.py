@@ -73,6 +73,21 @@ class LaunchTrace:
         # Allocations another call used too (a cache filled on a first call): not numbered.
         self._kept: frozenset[Allocation] = frozenset()
         self._user_view: LaunchTrace | None = None
+        self._started = False  # entered at least once: an empty trace that never was is a mistake
+
+    @classmethod
+    def empty(cls) -> LaunchTrace:
+        """A trace that recorded nothing (the record of a capture that failed before its first operation)."""
+        trace = cls()
+        trace._started = True
+        return trace
+
+    def _check_started(self) -> None:
+        if not self._started and not self._items:
+            raise RuntimeError(
+                "this trace never recorded: trace_launches() records inside a with block only, as in "
+                "`with gc.trace_launches() as trace: ...`"
+            )
 
     # -- recording ------------------------------------------------------------------------
 
@@ -86,6 +101,7 @@ class LaunchTrace:
         self._alloc_index = None
         self._alloc_order = {}
         self._user_view = None
+        self._started = True
         self._token = _session.start(self)
         return self
 
@@ -147,9 +163,11 @@ class LaunchTrace:
     # -- sequence -------------------------------------------------------------------------
 
     def __len__(self) -> int:
+        self._check_started()
         return len(self._items)
 
     def __iter__(self) -> Iterator[LaunchRecord]:
+        self._check_started()
         return iter(self.records)
 
     @overload
@@ -157,6 +175,7 @@ class LaunchTrace:
     @overload
     def __getitem__(self, index: slice) -> list[LaunchRecord]: ...
     def __getitem__(self, index: int | slice) -> LaunchRecord | list[LaunchRecord]:
+        self._check_started()
         return self.records[index]
 
     def __repr__(self) -> str:
@@ -171,7 +190,7 @@ class LaunchTrace:
         """
         if self._user_view is not None and not self.recording:
             return self._user_view
-        view = LaunchTrace(include_warp=False)
+        view = LaunchTrace.empty()
         view._items = [r for r in self.records if not r.internal]
         view._materialized = len(view._items)
         view.allocations = self.allocations
@@ -299,6 +318,7 @@ class LaunchTrace:
             streams: whether the stream each operation went to counts.
             limit: the most lines to return (None: all).
         """
+        _expect_trace(other, "diff")
         lines = [d.describe() for d in self.differences(other, buffers, scalars=scalars, streams=streams)]
         if limit is not None and len(lines) > limit:
             lines = [*lines[:limit], f"... and {len(lines) - limit} more"]
@@ -314,6 +334,7 @@ class LaunchTrace:
     ) -> list[Difference]:
         """Every difference between this trace and ``other`` as :class:`~graphcheck.Difference`
         objects (what :meth:`diff` writes out as lines)."""
+        _expect_trace(other, "differences")
         return compare_traces(self, other, buffers, scalars=scalars, streams=streams)
 
     def same_topology(self, other: LaunchTrace, buffers: BufferSet | None = None, **kwargs: Any) -> bool:
@@ -339,6 +360,14 @@ class LaunchTrace:
                 if buffers.find(start, nbytes) is None and extra.find(start, nbytes) is None:
                     out.append((record, address.arg, start))
         return out
+
+
+def _expect_trace(other: Any, method: str) -> None:
+    if not isinstance(other, LaunchTrace):
+        raise TypeError(
+            f"LaunchTrace.{method}() compares with another trace (from gc.trace_launches()), got {other!r} "
+            f"(a {type(other).__name__})"
+        )
 
 
 def trace_launches(*, include_warp: bool = False) -> LaunchTrace:
@@ -384,6 +413,13 @@ def assert_same_topology(
 
 def assert_pointers_within(trace: LaunchTrace, buffers: BufferSet, *, ignore: Iterable[Any] = ()) -> None:
     """Raise ``AssertionError`` when an operation touches an address outside ``buffers``."""
+    if not isinstance(trace, LaunchTrace):
+        raise TypeError(f"assert_pointers_within() takes a trace (gc.trace_launches()), got {trace!r}")
+    if not isinstance(buffers, BufferSet):
+        raise TypeError(
+            f"assert_pointers_within() takes the allowed buffers as a BufferSet (gc.buffers_of(sim)), got {buffers!r} "
+            f"(a {type(buffers).__name__})"
+        )
     foreign = trace.foreign_pointers(buffers, ignore=ignore)
     if foreign:
         index = {id(r): i for i, r in enumerate(trace.records)}

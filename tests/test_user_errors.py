@@ -147,14 +147,119 @@ def test_a_device_this_machine_lacks_fails_the_test_in_one_line(inner):  # noqa:
         @pytest.mark.graphcheck(device="{missing}")
         def test_marked():
             pass
-
-        def test_fixture(graphcheck):
-            pass
         """
     )
-    result = run_inner(inner, "--graphcheck-device", missing, "-rfE")
-    result.assert_outcomes(failed=1, errors=1)
+    result = run_inner(inner, "-rf")
+    result.assert_outcomes(failed=1)
     text = "\n".join(result.outlines)
     assert f"graphcheck: @pytest.mark.graphcheck(device=...): cannot capture on device '{missing}'" in text
-    assert "graphcheck: the session's device (--graphcheck-device, ini graphcheck_device or [tool.graphcheck] " in text
     assert "Traceback" not in text and "warp/_src" not in text, text
+
+
+# -- API errors that name the mistake ------------------------------------------------------
+
+
+def test_api_mistakes_are_one_line_naming_the_value(cpu):
+    import graphcheck as gc
+    from tests.producers import DeviceCounter
+
+    sim = DeviceCounter("cpu")
+    with gc.trace_launches() as trace:
+        sim.step()
+    buffers = gc.buffers_of(sim, root="sim")
+    mistakes = [
+        (lambda: gc.buffers_of(sim, root=3), TypeError, "buffers_of(root=...) takes a label (a str, such as 'sim')"),
+        (lambda: gc.buffers_of(42), TypeError, "buffers_of() takes the objects that hold Warp arrays"),
+        (lambda: gc.assert_pointers_within(trace, "str"), TypeError,
+         "assert_pointers_within() takes the allowed buffers as a BufferSet (gc.buffers_of(sim)), got 'str'"),
+        (lambda: trace.diff(42), TypeError, "LaunchTrace.diff() compares with another trace"),
+        (lambda: buffers.locate("x"), TypeError, "locate() takes an address (an int, such as array.ptr), got 'x'"),
+        (lambda: gc.Allow("scalar-drift", kernel=3), TypeError, "Allow(kernel=...) takes a kernel's name"),
+        (lambda: gc.Allow("scalar-drift", arg=["dt"]), TypeError, "Allow(arg=...) takes an argument's name"),
+    ]  # fmt: skip
+    for call, error, start in mistakes:
+        with pytest.raises(error) as caught:
+            call()
+        assert str(caught.value).startswith(start), str(caught.value)
+        assert "\n" not in str(caught.value)
+
+
+def test_a_trace_used_without_with_says_so_instead_of_being_empty(cpu):
+    import graphcheck as gc
+    from tests.producers import DeviceCounter
+
+    sim = DeviceCounter("cpu")
+    trace = gc.trace_launches()
+    sim.step()
+    with pytest.raises(RuntimeError, match=r"this trace never recorded: trace_launches\(\) records inside a with"):
+        len(trace)
+    with pytest.raises(RuntimeError, match="never recorded"):
+        list(trace)
+    with trace:
+        pass
+    assert len(trace) == 0  # entered and empty: a true answer
+
+
+def test_a_nested_guard_s_fix_says_to_capture_one_block_at_a_time(cpu):
+    import graphcheck as gc
+    from tests.producers import DeviceCounter
+
+    sim = DeviceCounter("cpu")
+    with pytest.raises(gc.GraphCheckError) as caught:
+        with gc.GraphGuard("cpu", sim.step, (sim,)):
+            with gc.GraphGuard("cpu", sim.step, (sim,)):
+                sim.step()
+    (finding,) = caught.value.report.of_kind("capture-error")
+    assert finding.fix.startswith("capture one block at a time: end the capture already open on this device")
+    assert "readback" not in finding.fix
+
+
+NOT_FACTORIES = """
+import numpy as np
+import warp as wp
+
+LIMIT = 3
+
+
+class Empty:
+    def __init__(self, device=None):
+        self.n = 4
+
+    def step(self):
+        pass
+
+
+def make_sim(device=None):
+    return Empty(device)
+"""
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("mysim:LIMIT", "graphcheck check: error: mysim.LIMIT is 3, not a class or function that builds the producer"),
+        ("mysim:np", "graphcheck check: error: mysim.np is the module numpy, not a class or function"),
+        ("mysim:wp_sim", "graphcheck check: error: mysim has no callable 'wp_sim'"),  # not "did you mean 'wp'"
+        ("mysim:make_sm", "graphcheck check: error: mysim has no callable 'make_sm' (did you mean 'make_sim'?)"),
+        ("mysim:make_sim",
+         "graphcheck check: error: mysim:make_sim() built a Empty that holds no Warp arrays: check validates"),
+    ],
+)  # fmt: skip
+def test_check_names_what_the_target_is(tmp_path, target, message):
+    (tmp_path / "mysim.py").write_text(NOT_FACTORIES)
+    result = graphcheck("check", "--device", "cpu", target, cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    (line,) = stderr_lines(result)
+    assert line.startswith(message) and "did you mean 'wp'" not in line, line
+    assert "raised" not in line
+
+
+def test_run_of_a_folder_says_it_is_one_and_runs_one_with_a_main(tmp_path):
+    (tmp_path / "app").mkdir()
+    result = graphcheck("run", "app", cwd=tmp_path)
+    assert_one_line_usage_error(
+        result, "graphcheck run: error: app is a folder with no __main__.py: name the program's .py file", tmp_path
+    )
+    (tmp_path / "app" / "__main__.py").write_text("print('main ran')\n")
+    result = graphcheck("run", "app", cwd=tmp_path)  # as `python app` runs app/__main__.py
+    assert result.returncode == 0 and "main ran" in result.stdout, result.stderr
