@@ -37,6 +37,8 @@ EXIT_CODES = {
     EXIT_INTERNAL: "internal error or unsupported Warp",
 }
 FORMATS = ("text", "json", "github", "junit")
+#: The formats that write one document a program reads back (not lines for a person or a log).
+DOCUMENT_FORMATS = ("json", "junit")
 
 _RED, _GREEN, _YELLOW, _BOLD, _DIM, _RESET = "\033[31m", "\033[32m", "\033[33m", "\033[1m", "\033[2m", "\033[0m"
 
@@ -607,6 +609,11 @@ def _run(args: argparse.Namespace, settings: Any) -> int:
         raise UsageError(prog, f"{script} is a folder with no __main__.py: name the program's .py file in it")
     if not os.path.exists(script):
         raise UsageError(prog, f"no such file: {script}")
+    if args.output_format in DOCUMENT_FORMATS and not args.output:
+        raise UsageError(
+            prog, f"--output-format {args.output_format} needs --output PATH with run: the program writes to standard "
+            "output too, and a document mixed with its output could not be read"
+        )  # fmt: skip
     _warp_and_device(None, prog)
     from .autoguard import AutoGuard
 
@@ -637,13 +644,13 @@ def _run(args: argparse.Namespace, settings: Any) -> int:
     )
     try:
         with guard:
-            runpy.run_path(script, run_name="__main__")
+            runpy.run_path(os.path.abspath(script), run_name="__main__")  # __file__ absolute, as Python makes it
     except SystemExit as exit_:
-        program_exit = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
-    except BaseException:
+        program_exit = _exit_status(exit_.code)
+    except BaseException as error:
         # The program's own error: shown as Python would show it, and its exit status kept.
-        traceback.print_exc()
-        program_exit = 1
+        _show_program_error(error)
+        program_exit = 130 if isinstance(error, KeyboardInterrupt) else 1
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
     reports = [("capture", r) for r in guard.reports] + [("replay", r) for r in guard.replay_reports]
@@ -674,9 +681,44 @@ def _run(args: argparse.Namespace, settings: Any) -> int:
     if args.dot and guard.graphs:
         flagged = [c for c in guard.graphs if c.report.findings]
         _write_dot((flagged or guard.graphs)[0], args.dot)
-    # A program that failed keeps its own exit status: the step fails either way, and the
-    # JSON's program_exit and status tell the two apart.
+    # A program that failed keeps its own exit status, as `python SCRIPT` would exit: the step
+    # fails either way, and the JSON's program_exit and status tell the two apart.
+    if program_exit:
+        print(
+            f"graphcheck: exit status {program_exit} is the program's own (graphcheck's exit codes apply when the "
+            "program exits with 0)",
+            file=sys.stderr,
+        )
     return program_exit or _code(guard.status, args.strict)
+
+
+def _exit_status(code: object) -> int:
+    """The exit status Python gives ``sys.exit(code)``: an int as it is, None 0, anything else printed and 1."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _show_program_error(error: BaseException) -> None:
+    """Print the program's uncaught exception as ``python SCRIPT`` would: through ``sys.excepthook``,
+    without the frames of graphcheck and runpy that ran the program."""
+    import types
+
+    ours = (str(Path(__file__).resolve().parent) + os.sep, str(Path(runpy.__file__).resolve()), "<frozen runpy>")
+    frames = []
+    tb = error.__traceback__
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if not (filename.startswith("<") and filename in ours) and not str(Path(filename).resolve()).startswith(ours):
+            frames.append(tb)
+        tb = tb.tb_next
+    kept = None
+    for frame in reversed(frames):
+        kept = types.TracebackType(kept, frame.tb_frame, frame.tb_lasti, frame.tb_lineno)
+    sys.excepthook(type(error), error.with_traceback(kept), kept)
 
 
 def _checking() -> bool:

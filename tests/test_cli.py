@@ -409,11 +409,11 @@ def test_run_reference_call_finds_drift_and_says_the_program_advances_one_extra_
     script.write_text(COUNTER_SCRIPT)
     plain = graphcheck("run", str(script))
     assert plain.returncode == 0 and "frames stepped: 1" in plain.stdout
-    result = graphcheck("run", "--reference-call", "--json", str(script))
+    result = graphcheck("run", "--reference-call", "--json", "--output", str(tmp_path / "r.json"), str(script))
     assert result.returncode == 1, result.stdout + result.stderr
     assert "one extra step" in result.stderr
     assert "frames stepped: 2" in result.stdout, "the block ran once eagerly first"
-    document = json.loads(result.stdout[result.stdout.index("{") :])
+    document = json.loads((tmp_path / "r.json").read_text())
     validate_document(document)
     first, second = document["reports"]
     assert [f["kind"] for f in first["findings"]] == ["scalar-drift"] and "compare" in first["checks"]
@@ -440,9 +440,9 @@ def test_a_stale_pointer_from_run_names_the_capture_launch_line(tmp_path):
 def test_run_records_the_program_s_exit_status(tmp_path):
     step = 'wp.launch(add, dim=8, inputs=[self.x, self.v], device="cpu")'
     script = write_script(tmp_path, step, after="import sys; sys.exit(3)")
-    result = graphcheck("run", "--json", str(script))
+    result = graphcheck("run", "--json", "--output", str(tmp_path / "out.json"), str(script))
     assert result.returncode == 3, "the program's own failure wins"
-    document = json.loads(result.stdout[result.stdout.index("{") :])
+    document = json.loads((tmp_path / "out.json").read_text())
     validate_document(document)
     assert document["program_exit"] == 3 and document["status"] == "partial"
     raising = write_script(tmp_path, step, after="raise RuntimeError('the program failed')")

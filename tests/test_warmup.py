@@ -137,10 +137,10 @@ def test_check_takes_warmup(tmp_path):
 def test_run_takes_warmup_and_implies_a_reference_call(tmp_path):
     script = tmp_path / "firstcall_run.py"
     script.write_text(SCRIPT)
-    result = graphcheck("run", "--warmup", "1", "--json", str(script))
+    result = graphcheck("run", "--warmup", "1", "--json", "--output", str(tmp_path / "r.json"), str(script))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "2 extra steps per capture" in result.stderr
-    reports = json.loads(result.stdout[result.stdout.index("{") :])["reports"]
+    reports = json.loads((tmp_path / "r.json").read_text())["reports"]
     (report,) = [r for r in reports if r["source"] == "capture"]
     assert "compare" in report["checks"] and report["status"] == "passed", report
     assert any("1 as warm-up" in n for n in report["notes"]), report["notes"]
