@@ -284,19 +284,25 @@ def buffers_of(*objects: Any, root: str | Sequence[str] | None = None, max_depth
         A :class:`BufferSet` with labels like ``"sim.state.x"`` and ``"sim.buffers[2]"``.
 
     Raises:
-        TypeError: when ``root`` does not give one label per object.
+        TypeError: when ``root`` does not give one label per object, or an object cannot hold
+            arrays (a number, a string, None).
     """
+    _check_holders(objects)
     return _walk(objects, root, max_depth, None)
 
 
-def _check_walk(objects: Sequence[Any], root: Any) -> None:
-    """A TypeError naming the mistake: a value that holds no buffer (``buffers_of(42)``), a label that is no string."""
+def _check_holders(objects: Sequence[Any]) -> None:
+    """A TypeError for a value that cannot hold a buffer (``buffers_of(42)``): the user's mistake, not an empty set."""
     for obj in objects:
         if obj is None or isinstance(obj, (str, bytes, int, float, complex)):
             raise TypeError(
                 f"buffers_of() takes the objects that hold Warp arrays (a simulator, a state, arrays), got {obj!r} "
                 f"(a {type(obj).__name__}, which holds none)"
             )
+
+
+def _check_root(root: Any) -> None:
+    """A TypeError for a label that is no string (``root=3``)."""
     labels = [root] if isinstance(root, str) or root is None else root
     if not isinstance(labels, (list, tuple)) or not all(isinstance(r, str) or r is None for r in labels):
         raise TypeError(
@@ -317,7 +323,7 @@ def arrays_of(*objects: Any, root: str | Sequence[str] | None = None, max_depth:
 def _walk(
     objects: Sequence[Any], root: str | Sequence[str] | None, max_depth: int, found: list[tuple[str, Any]] | None
 ) -> BufferSet:
-    _check_walk(objects, root)
+    _check_root(root)
     if isinstance(root, str):
         roots = [root] if len(objects) == 1 else [f"{root}{i}" for i in range(len(objects))]
     elif root is None:

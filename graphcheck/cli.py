@@ -202,6 +202,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("script", help="the program to run")
     run.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
 
+    explain = commands.add_parser(
+        "explain", help="print a finding kind's documentation page (graphcheck explain list: every kind)"
+    )
+    explain.add_argument("kind", metavar="KIND", nargs="?", default="list", help="e.g. scalar-drift (default: list)")
+
     check = commands.add_parser("check", help="validate the step of a producer built by MODULE:FACTORY", epilog=_EPILOG)
     device(check)
     reporting(check)
@@ -341,6 +346,7 @@ def _escape_property(text: str) -> str:
 def github_annotations(report: Any) -> list[str]:
     """GitHub Actions workflow commands: an error per finding at its file and line, a
     warning for each check that did not run."""
+    from .findings import docs_line
     from .schema import relative_path
 
     lines = []
@@ -351,7 +357,7 @@ def github_annotations(report: Any) -> list[str]:
         text = finding.title or finding.message
         if finding.values:
             text += f": {finding.values}"
-        text += f"\n{finding.accept_line()}\n{finding.docs}"
+        text += f"\n{finding.accept_line()}\ndocs: {docs_line(finding.kind)}"
         lines.append(f"::error {where}title={_escape_property(finding.kind)}::{_escape_data(text)}")
     for check, reason in report.not_run:
         title = _escape_property(f"graphcheck: {check} NOT checked")
@@ -721,6 +727,18 @@ def _show_program_error(error: BaseException) -> None:
     sys.excepthook(type(error), error.with_traceback(kept), kept)
 
 
+def _explain(kind: str, prog: str) -> int:
+    """``graphcheck explain KIND``: the kind's page on standard output (no Warp, no settings)."""
+    from .explain import ExplainError, explain
+
+    try:
+        page = explain(kind)
+    except ExplainError as error:
+        raise UsageError(prog, str(error)) from None
+    sys.stdout.write(page if page.endswith("\n") else page + "\n")
+    return EXIT_PASSED
+
+
 def _checking() -> bool:
     from .guard import checking_enabled
 
@@ -735,6 +753,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
         prog = f"graphcheck {args.command}"
+        if args.command == "explain":
+            return _explain(args.kind, prog)
         settings = _settings(args, prog)
         return _COMMANDS[args.command](args, settings)
     except UsageError as error:

@@ -258,6 +258,11 @@ def docs_page(kind: str) -> str:
     return DOCS_URL.format(kind=kind)
 
 
+def docs_line(kind: str) -> str:
+    """Where to read about a finding kind: the command that prints its page, then the page's address."""
+    return f"graphcheck explain {kind} (or {docs_page(kind)})"
+
+
 def site_dict(site: Site | None) -> dict[str, Any] | None:
     """A call site as JSON-ready data, its path relative to the working directory when it lies below it."""
     if site is None:
@@ -507,7 +512,7 @@ class Report:
                 lines.append(f"      accept: {finding.accept_line()}")
             if any(f.fix == KINDS[kind].fix for f in group):
                 lines.append(f"  fix: {KINDS[kind].fix}")
-            lines.append(f"  docs: {docs_page(kind)}")
+            lines.append(f"  docs: {docs_line(kind)}")
         if self.suppressed:
             lines.append(f"allowed ({len(self.suppressed)}): " + "; ".join(_allowed(f) for f in self.suppressed))
         lines.extend(
