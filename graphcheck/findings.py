@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import json
 import logging
+import re
 import textwrap
 import warnings
 from collections import Counter
@@ -311,6 +312,10 @@ class Allow:
     kind: str
     kernel: str | None = None
     arg: str | None = None
+    #: Only findings at this ``(file, line)``: a suppression comment on a launch line.
+    at: tuple[str, int] | None = field(default=None, repr=False)
+    #: Where the suppression comment that made this allowance is written (None: given in code).
+    comment: Site | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.kind, str):
@@ -327,6 +332,8 @@ class Allow:
                 )
 
     def __str__(self) -> str:
+        if self.comment is not None:
+            return f"# graphcheck: allow[{self.kind}] at {self.comment.short}"
         parts = [f'"{self.kind}"']
         parts += [f'{name}="{value}"' for name, value in (("kernel", self.kernel), ("arg", self.arg)) if value]
         return f"gc.Allow({', '.join(parts)})"
@@ -334,6 +341,8 @@ class Allow:
     def matches(self, finding: Finding) -> bool:
         """Whether this allowance covers ``finding``."""
         if finding.kind != self.kind:
+            return False
+        if self.at is not None and (finding.site is None or (finding.site.filename, finding.site.lineno) != self.at):
             return False
         if self.kernel is not None:
             name = finding.kernel or ""
@@ -349,6 +358,42 @@ def unknown_kind(kind: str) -> str:
     near = difflib.get_close_matches(kind, list(KINDS), n=1)
     hint = f" (did you mean {near[0]!r}?)" if near else f"; the kinds are: {', '.join(KINDS)}"
     return f"unknown finding kind {kind!r}{hint}"
+
+
+#: A suppression comment, like a linter's: ``# graphcheck: allow[scalar-drift]`` (or ``allow[kind, kind]``).
+_SUPPRESSION = re.compile(r"#\s*graphcheck:\s*allow\[([^\]]*)\]")
+
+
+def comment_allowances(capture: Site | None, launches: Iterable[Site | None]) -> tuple[tuple[Allow, ...], list[str]]:
+    """The allowances the suppression comments at a capture site write, and a note per comment that names no kind.
+
+    A comment on the capture line (``gc.capture(...)``, ``with wp.ScopedCapture():``,
+    ``with gc.GraphGuard(...)``) allows its kinds in the whole capture; one on a launch line
+    only the findings at that line.
+
+    Args:
+        capture: the line that opened the capture (None: unknown).
+        launches: the user's lines that issued the captured operations.
+    """
+    import linecache
+
+    allow: list[Allow] = []
+    notes: list[str] = []
+    lines = dict.fromkeys((s.filename, s.lineno) for s in launches if s is not None)
+    places: list[tuple[Site, tuple[str, int] | None]] = []
+    if capture is not None:
+        places.append((capture, None))  # the whole capture
+        lines.pop((capture.filename, capture.lineno), None)
+    places += [(Site(filename, lineno, ""), (filename, lineno)) for filename, lineno in lines]
+    for site, at in places:
+        text = linecache.getline(site.filename, site.lineno)
+        for match in _SUPPRESSION.finditer(text) if "graphcheck" in text else ():
+            for kind in filter(None, (k.strip() for k in match.group(1).split(","))):
+                if kind in KINDS:
+                    allow.append(Allow(kind, at=at, comment=site))
+                else:
+                    notes.append(f"the comment `{match.group(0)}` at {site.short}: {unknown_kind(kind)}")
+    return tuple(dict.fromkeys(allow)), notes
 
 
 def allowances(allow: Iterable[Allow | str] | Allow | str | None) -> tuple[Allow, ...]:
@@ -395,6 +440,10 @@ class Report:
             starts with ``"not applicable"`` names a check that cannot apply here (the graph
             cross-check of a CPU capture), which does not make the report partial.
         notes: anything else worth knowing.
+
+    A report is also the sequence of its findings: ``len(report)`` counts them and
+    ``for finding in report`` goes through them; ``bool(report)`` is :attr:`ok`, true only
+    when every check ran and found nothing (so an empty partial report is false).
     """
 
     def __init__(
@@ -516,7 +565,10 @@ class Report:
         if self.suppressed:
             lines.append(f"allowed ({len(self.suppressed)}): " + "; ".join(_allowed(f) for f in self.suppressed))
         lines.extend(
-            f"allowance matched nothing: {allow} (check the kernel and argument names)" for allow in self.unused_allow
+            f"allowance matched nothing: {allow} (remove the comment: nothing it names is reported there)"
+            if allow.comment is not None
+            else f"allowance matched nothing: {allow} (check the kernel and argument names)"
+            for allow in self.unused_allow
         )
         if self.checks:
             lines.append(f"checked: {', '.join(self.checks)}")

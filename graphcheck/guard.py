@@ -33,7 +33,7 @@ from .buffers import BufferSet
 from .checked import CheckedGraph, owned_arrays, owned_buffers
 from .config import DISABLED, disabled_by_environment
 from .fallback import Fallback, on_failure_with
-from .findings import NOT_APPLICABLE, Report, act
+from .findings import NOT_APPLICABLE, Report, act, comment_allowances
 from .graph import GraphMatch, read_match
 from .options import CaptureOptions, check_option_names
 from .record import LaunchTrace, keep_hooks, trace_launches
@@ -54,6 +54,7 @@ def judge(
     device: str,
     validated_before: bool = False,
     against: str = checks.REFERENCE_CALL,
+    site: Site | None = None,
 ) -> tuple[Report, GraphMatch | None]:
     """The verdict on one recorded capture: the pipeline after recording, stage by stage.
 
@@ -68,6 +69,7 @@ def judge(
         validated_before: the site passed before and was not compared again.
         against: what ``reference`` is, as findings name it: the reference call, or the
             capture validated before at this site.
+        site: the line that opened the capture, whose suppression comment allows kinds in it.
 
     Returns:
         The report, and on CUDA the graph's nodes matched to ``trace`` (None when not read).
@@ -92,7 +94,9 @@ def judge(
         outcome.skipped.append(("graph", "the captured CUDA graph could not be read: its nodes were not cross-checked"))
     else:  # a CPU graph has no nodes to read: said, without making the report partial
         outcome.skipped.append(("graph", f"{NOT_APPLICABLE} on cpu"))
-    return outcome.report(allow=options.allow, name=name, device=device, operations=len(user)), match
+    comments, unknown = comment_allowances(site, (record.site for record in user))
+    outcome.notes.extend(unknown)
+    return outcome.report(allow=options.allow + comments, name=name, device=device, operations=len(user)), match
 
 
 @dataclass(frozen=True)
@@ -426,12 +430,14 @@ class GraphGuard:
             self.graph = None
             site = _user_site(capture_error.__traceback__) or self._site
             finding = checks.capture_failed(capture_error, site, len(user))
-            self.report = Report([finding], allow=self.options.allow, name=self.name, device=self.device,
-                                 operations=len(user), checks=["capture"])  # fmt: skip
+            comments, unknown = comment_allowances(self._site, [site])
+            self.report = Report([finding], allow=self.options.allow + comments, name=self.name, device=self.device,
+                                 operations=len(user), checks=["capture"], notes=unknown)  # fmt: skip
         else:
             validated_before = self._reference_trace is None and self.reference is not None
             self.report, match = judge(self._reference_trace, trace, owned, self.graph, self.options, name=self.name,
-                                       device=self.device, validated_before=validated_before)  # fmt: skip
+                                       device=self.device, validated_before=validated_before,
+                                       site=self._site)  # fmt: skip
             if self._retries():
                 owned, match = self._retry(trace, owned, match)
             if self._mirrored_swaps():
@@ -470,7 +476,7 @@ class GraphGuard:
         first = self.report
         owned_again = self._owned_after()  # the names the owners give the buffers now
         report, match_again = judge(again, trace, owned_again, self.graph, self.options, name=self.name,
-                                    device=self.device)  # fmt: skip
+                                    device=self.device, site=self._site)  # fmt: skip
         count = sum(f.detail.get("operations", 1) for f in first.findings if f.kind == "launch-sequence-drift")
         if any(f.kind == "launch-sequence-drift" for f in report.findings):
             first.notes += (
@@ -544,7 +550,7 @@ class GraphGuard:
             return
         owned = self._owned_after()
         self.report, match = judge(validated, trace, owned, self.graph, self.options, name=self.name,
-                                   device=self.device, against=checks.VALIDATED_CAPTURE)  # fmt: skip
+                                   device=self.device, against=checks.VALIDATED_CAPTURE, site=self._site)  # fmt: skip
         note = (
             "validated before in this process, and the owners hold the same buffers: no reference call ran; the "
             "capture was compared with the capture that was validated (revalidate=True runs a reference call)"
@@ -743,8 +749,10 @@ def capture(
     # The fallback is checked here, where the call to fall back to is known.
     guard = GraphGuard(device, ref, owners, CaptureOptions.of(settings, fallback=None), name=_callable_name(fn))
     guard.options, guard._call = settings, (fn, args, kwargs)
+    code, lasti = _caller_site(2)
+    if code is not None:
+        guard._site = site_of(code, lasti)  # the gc.capture(...) line: its suppression comment counts
     if guard._key is not None:
-        code, lasti = _caller_site(2)
         guard._key = _site_key(fn, code, lasti, guard.device)
     with guard:
         fn(*args, **kwargs)

@@ -263,3 +263,12 @@ def test_run_of_a_folder_says_it_is_one_and_runs_one_with_a_main(tmp_path):
     (tmp_path / "app" / "__main__.py").write_text("print('main ran')\n")
     result = graphcheck("run", "app", cwd=tmp_path)  # as `python app` runs app/__main__.py
     assert result.returncode == 0 and "main ran" in result.stdout, result.stderr
+
+
+def test_what_bool_and_len_of_a_report_mean_is_documented():
+    from graphcheck import Report
+
+    doc = " ".join(Report.__doc__.split())
+    assert "``len(report)`` counts them" in doc and "``bool(report)`` is :attr:`ok`" in doc
+    partial = Report(checks=["allocations"], skipped=[("compare", "no reference call")])
+    assert len(partial) == 0 and not partial, "an empty partial report is false, as documented"

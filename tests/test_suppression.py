@@ -1,0 +1,77 @@
+"""Suppression comments: ``# graphcheck: allow[kind]`` on the capture line or a launch line, as linters have.
+
+The comments are in this file's source: graphcheck reads the lines the capture and the
+launches come from, as linters read theirs.
+"""
+
+from __future__ import annotations
+
+import warp as wp
+
+import graphcheck as gc
+from tests import kernels as K
+from tests.producers import N
+
+
+class TwoCounters:
+    """Two launches, each passing a Python counter by value: two scalar-drift findings, one per line."""
+
+    def __init__(self, device="cpu"):
+        self.device = device
+        self.x = wp.zeros(N, dtype=float, device=device)
+        self.frame = 0
+
+    def step(self):
+        self.frame += 1
+        x, device = self.x, self.device
+        wp.launch(K.counter_step, dim=N, inputs=[x, self.frame], device=device)  # graphcheck: allow[scalar-drift]
+        wp.launch(K.counter_step, dim=N, inputs=[x, self.frame + 1], device=device)
+
+
+def test_a_comment_on_a_launch_line_allows_the_findings_at_that_line_only(cpu):
+    sim = TwoCounters()
+    report = gc.capture(sim.step, owners=(sim,), on_failure="ignore").report
+    (kept,) = report.findings
+    (allowed,) = report.suppressed
+    assert kept.kind == allowed.kind == "scalar-drift"
+    assert allowed.site.lineno == kept.site.lineno - 1, "the commented line is allowed, the next is not"
+    assert not report.unused_allow
+
+
+def test_a_comment_on_the_capture_line_allows_its_kinds_in_the_whole_capture(cpu):
+    sim = TwoCounters()
+    report = gc.capture(sim.step, owners=(sim,), on_failure="ignore").report  # graphcheck: allow[scalar-drift]
+    assert report.status == "passed" and len(report.suppressed) == 2
+    assert "2 allowed" in report.headline()
+
+
+def test_a_comment_that_matches_nothing_is_reported_like_an_unused_ignore_comment(cpu):
+    sim = TwoCounters()
+    report = gc.capture(sim.step, owners=(sim,), on_failure="ignore").report  # graphcheck: allow[buffer-drift]
+    (unused,) = report.unused_allow
+    assert unused.kind == "buffer-drift" and unused.comment is not None
+    where = f"test_suppression.py:{unused.comment.lineno}"
+    line = f"allowance matched nothing: # graphcheck: allow[buffer-drift] at {where}"
+    assert f"{line} (remove the comment: nothing it names is reported there)" in report.text()
+
+
+def test_a_misspelt_kind_in_a_comment_is_a_note_with_the_nearest_kind(cpu):
+    sim = TwoCounters()
+    report = gc.capture(sim.step, owners=(sim,), on_failure="ignore").report  # graphcheck: allow[scaler-drift]
+    assert len(report.findings) == 1  # the launch line's own comment still allows the first
+    (note,) = [n for n in report.notes if "comment" in n]
+    assert note.startswith("the comment `# graphcheck: allow[scaler-drift]` at test_suppression.py:")
+    assert note.endswith("unknown finding kind 'scaler-drift' (did you mean 'scalar-drift'?)")
+
+
+def test_a_comment_on_a_guarded_scoped_capture_line_counts_too(cpu):
+    from graphcheck.autoguard import AutoGuard
+
+    x = wp.zeros(N, dtype=float, device="cpu")
+    host = [1.0] * N
+    with AutoGuard(None) as guard:
+        with wp.ScopedCapture(device="cpu"):  # graphcheck: allow[per-call-allocation]
+            staged = wp.array(host, dtype=float, device="cpu")  # host data that dies with the call
+            wp.launch(K.axpy, dim=N, inputs=[staged, x, 1.0], device="cpu")
+    (report,) = guard.reports
+    assert not report.findings and [f.kind for f in report.suppressed] == ["per-call-allocation"]
