@@ -36,9 +36,9 @@ EXIT_CODES = {
     EXIT_USAGE: "usage or configuration error",
     EXIT_INTERNAL: "internal error or unsupported Warp",
 }
-FORMATS = ("text", "json", "github", "junit")
+FORMATS = ("text", "json", "github", "junit", "sarif")
 #: The formats that write one document a program reads back (not lines for a person or a log).
-DOCUMENT_FORMATS = ("json", "junit")
+DOCUMENT_FORMATS = ("json", "junit", "sarif")
 
 _RED, _GREEN, _YELLOW, _BOLD, _DIM, _RESET = "\033[31m", "\033[32m", "\033[33m", "\033[1m", "\033[2m", "\033[0m"
 
@@ -162,7 +162,9 @@ def _parser() -> argparse.ArgumentParser:
             default="auto",
             help="colour the text (auto: on a terminal, unless NO_COLOR; FORCE_COLOR forces it)",
         )
-        p.add_argument("--output-format", choices=FORMATS, default=None, help="text (default), json, github or junit")
+        p.add_argument(
+            "--output-format", choices=FORMATS, default=None, help="text (default), json, github, junit or sarif"
+        )
         p.add_argument("--json", action="store_true", help="the same as --output-format json")
         p.add_argument("--output", metavar="PATH", help="write the report there instead of standard output")
         p.add_argument("--strict", action="store_true", help="exit 1 also when some checks could not run")
@@ -325,6 +327,12 @@ def _emit(reports: list[tuple[str, Any]], args: argparse.Namespace, **extra: Any
         text = json.dumps(document, indent=2)
     elif fmt == "github":
         text = "\n".join(line for _, r in reports for line in github_annotations(r))
+    elif fmt == "sarif":
+        import json
+
+        from .sarif import sarif_log
+
+        text = json.dumps(sarif_log(reports, args.command), indent=2)
     else:
         text = junit_xml(reports, args.command)
     if args.output:
@@ -661,7 +669,7 @@ def _run(args: argparse.Namespace, settings: Any) -> int:
         sys.argv, sys.path[:] = saved_argv, saved_path
     reports = [("capture", r) for r in guard.reports] + [("replay", r) for r in guard.replay_reports]
     shown = [(s, r) for s, r in reports if r.findings] if args.output_format in ("text", "github") else reports
-    if shown or args.output or args.output_format in ("json", "junit"):
+    if shown or args.output or args.output_format in DOCUMENT_FORMATS:
         _emit(shown, args, program_exit=program_exit, checking=_checking())
     if args.output_format == "github" and not args.output:
         # The closing lines' NOT checked, as workflow warnings (the reports' own are summed up there).

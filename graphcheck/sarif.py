@@ -1,0 +1,99 @@
+"""``--output-format sarif``: reports as a SARIF 2.1.0 log, for code-scanning upload.
+
+One run of the tool ``graphcheck``: a rule per finding kind (its summary, its fix, its
+page and the ``graphcheck explain`` command), a result per finding at the user's file and
+line (an allowed finding is a result with a suppression), and each check that did not
+run as a warning notification of the invocation, so a partial verdict is not read as a
+clean one. Paths below the working directory are relative to ``%SRCROOT%``, as GitHub
+code scanning expects.
+
+A module that imports no Warp.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ._version import __version__
+from .findings import KINDS, Finding, docs_line, docs_page
+from .schema import relative_path
+
+__all__ = ["SARIF_SCHEMA", "sarif_log"]
+
+#: The schema a SARIF 2.1.0 log names.
+SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+_RULES = {kind: index for index, kind in enumerate(KINDS)}
+
+
+def sarif_log(reports: list[tuple[str, Any]], command: str) -> dict[str, Any]:
+    """The SARIF 2.1.0 log of ``(source, report)`` pairs from one ``graphcheck`` command."""
+    results = []
+    notifications = []
+    for source, report in reports:
+        results += [_result(f, report, source) for f in report.findings]
+        results += [_result(f, report, source, suppressed=True) for f in report.suppressed]
+        notifications += [
+            {"level": "warning", "message": {"text": f"{report.name}: {check} NOT checked: {reason}"}}
+            for check, reason in report.skipped
+        ]
+    return {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "graphcheck",
+                        "version": __version__,
+                        "informationUri": "https://graphcheck.readthedocs.io",
+                        "rules": [_rule(kind) for kind in KINDS],
+                    }
+                },
+                "invocations": [
+                    {
+                        "executionSuccessful": True,
+                        "commandLine": f"graphcheck {command}",
+                        "toolExecutionNotifications": notifications,
+                    }
+                ],
+                "originalUriBaseIds": {"%SRCROOT%": {"uri": Path.cwd().as_uri() + "/"}},
+                "results": results,
+            }
+        ],
+    }
+
+
+def _rule(kind: str) -> dict[str, Any]:
+    info = KINDS[kind]
+    return {
+        "id": kind,
+        "name": "".join(part.capitalize() for part in kind.split("-")),
+        "shortDescription": {"text": info.summary},
+        "help": {"text": f"Fix: {info.fix}.\nRead more: {docs_line(kind)}"},
+        "helpUri": docs_page(kind),
+        "defaultConfiguration": {"level": "error"},
+    }
+
+
+def _result(finding: Finding, report: Any, source: str, *, suppressed: bool = False) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "ruleId": finding.kind,
+        "ruleIndex": _RULES[finding.kind],
+        "level": "error",
+        "message": {"text": finding.message},
+        "properties": {"capture": report.name, "source": source, "accept": finding.accept_line()},
+    }
+    if finding.site is not None:
+        path = relative_path(finding.site.filename)
+        location: dict[str, Any] = (
+            {"uri": Path(path).as_uri()}
+            if Path(path).is_absolute()
+            else {"uri": path.replace("\\", "/"), "uriBaseId": "%SRCROOT%"}
+        )
+        result["locations"] = [
+            {"physicalLocation": {"artifactLocation": location, "region": {"startLine": finding.site.lineno}}}
+        ]
+    if suppressed:
+        result["suppressions"] = [{"kind": "external", "justification": "allowed (allow= or a suppression comment)"}]
+    return result
