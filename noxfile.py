@@ -51,7 +51,7 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Run the benchmarks: ratios against bare Warp, and the bars from SPEC.md."""
+    """Run the benchmarks: ratios against bare Warp, and the bars in docs/performance.md."""
     session.install("-e", ".")
     session.run("python", "-m", "benchmarks.run", *session.posargs)
 

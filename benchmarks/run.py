@@ -5,7 +5,8 @@ Usage::
     python -m benchmarks.run [--quick] [--json PATH] [NAME ...]
 
 Every figure is a ratio against bare Warp measured in the same process, or a time
-against a bar from SPEC.md; the bars are checked and reported, never asserted in tests.
+against its bar (docs/performance.md lists them); the bars are checked and reported,
+never asserted in tests.
 """
 
 from __future__ import annotations

@@ -469,12 +469,22 @@ def _demo(args: argparse.Namespace, settings: Any) -> int:
         elif replayed:
             times = f"{replayed} time{'s' if replayed != 1 else ''}"
             print(f"Replayed the fixed graph {times}; every address it holds is still an owned buffer.")
-    else:
-        _emit(reports, args, replays=replayed, checking=gc.checking_enabled())
+    status = _demo_status(checked.report.status, good.report.status)
+    if not (args.output_format == "text" and not args.output):
+        _emit(reports, args, replays=replayed, checking=gc.checking_enabled(), status=status)
     if args.dot:
         _write_dot(checked, args.dot)
-    found_bugs = bool(checked.report.findings)
-    return EXIT_PASSED if found_bugs and _code(good.report.status, args.strict) == EXIT_PASSED else EXIT_FINDINGS
+    return _code(status, args.strict)
+
+
+def _demo_status(with_bugs: str, fixed: str) -> str:
+    """The demo's verdict, by the exit-code table: ``passed`` when the planted bugs were found and the fixed
+    producer passed; ``failed`` when a bug was missed or the fixed one failed; ``not-checked`` when nothing ran."""
+    if with_bugs == fixed == "not-checked":
+        return "not-checked"
+    if fixed == "failed" or with_bugs != "failed":
+        return "failed"
+    return fixed  # passed, or partial: some check of the fixed producer could not run
 
 
 def _check(args: argparse.Namespace, settings: Any) -> int:

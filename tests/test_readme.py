@@ -1,0 +1,62 @@
+"""What a new user reads first: the README's sample is real output, nothing cites a file the
+repository lacks, the commands it gives say how to get their tools, and the demo keeps the exit-code table."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+from tests.test_cli import ROOT, graphcheck, graphcheck_env
+
+
+def readme_sample() -> str:
+    text = (ROOT / "README.md").read_text()
+    marker = text.index("<!-- README-SAMPLE")
+    block = re.search(r"```\n(.*?)\n```", text[marker:], re.S)
+    assert block is not None
+    return block.group(1)
+
+
+def test_the_readme_sample_is_what_the_demo_prints_today(cpu):
+    import graphcheck as gc
+    from graphcheck.demo import Particles
+
+    buggy = Particles("cpu", fixed=False)
+    report = gc.capture(buggy.step, device="cpu", owners=(buggy,), on_failure="ignore").report
+    assert readme_sample() == report.text(), "update the README's sample from `graphcheck demo --device cpu`"
+
+
+def test_the_readme_leads_with_what_a_user_does_and_keeps_benchmark_internals_in_the_docs():
+    text = (ROOT / "README.md").read_text()
+    headings = re.findall(r"^## (.+)$", text, re.M)
+    assert headings[:2] == ["Try it", "Check your capture site"], headings
+    for internal in ("callgrind", "fifth pass", "instructions"):
+        assert internal not in text, internal
+    assert "callgrind" in (ROOT / "docs" / "performance.md").read_text()
+    assert "performance" in (ROOT / "docs" / "index.md").read_text()
+
+
+def test_nothing_cites_a_file_the_repository_lacks():
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=False).stdout
+    files = tracked.split() or [str(p.relative_to(ROOT)) for p in ROOT.rglob("*.py")]
+    spec = "SPEC" + ".md"  # the product specification lives outside the repository
+    citing = [name for name in files if name.endswith((".py", ".md", ".toml")) and spec in (ROOT / name).read_text()]
+    assert citing == []
+
+
+def test_every_nox_command_the_readme_gives_says_how_to_install_nox():
+    text = (ROOT / "README.md").read_text()
+    assert "python -m pip install nox && nox -s docs" in text
+    assert "(`python -m pip install nox`)" in text
+
+
+def test_the_demo_follows_the_exit_code_table_and_its_json_says_the_same():
+    normal = graphcheck("demo", "--device", "cpu", "--replays", "1", "--json")
+    assert normal.returncode == 0 and json.loads(normal.stdout)["status"] == "passed", normal.stderr
+    off = {"GRAPHCHECK_DISABLE": "1"}
+    disabled = graphcheck_env("demo", "--device", "cpu", "--replays", "1", "--json", env=off)
+    document = json.loads(disabled.stdout)
+    assert disabled.returncode == 0 and document["status"] == "not-checked" and document["checking"] is False
+    strict = graphcheck_env("demo", "--device", "cpu", "--strict", env=off)
+    assert strict.returncode == 1 and "NOT checked" in strict.stdout
