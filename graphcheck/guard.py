@@ -488,7 +488,9 @@ class GraphGuard:
             f"the reference call issued other operations than the capture ({count} only in one of them), as when "
             f"the first call does set-up that later calls do not: graphcheck called the step once more, eagerly, "
             f"after the capture, and that call matched it; this verdict compares them (the producer took one extra "
-            f"step; warmup=1 makes it a warm-up call before the reference call instead)",
+            f"step; warmup=1 makes it a warm-up call before the reference call instead). Work the step does every "
+            f"few calls, first on the first call (a rebuild every 10 steps counted from 0), looks the same, and the "
+            f"graph never does it: warmup=0 reports the drift instead",
         )
         self._reference_trace, self.report = again, report
         return owned_again, match_again

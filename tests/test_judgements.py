@@ -2285,6 +2285,76 @@ variant("StateIndex_even_substeps", StateSwap, substeps=2, how="index")
 variant("StateIndex_odd_substeps", StateSwap, substeps=1, how="index", expect=[("buffer-drift", "a")])
 
 
+# -- work only the first call does (see docs: first-call work) -----------------------------------
+# Real solvers set things up on their first call; the capture is a later call, so its graph is
+# right, and one more eager call after it settles the verdict. Set-up on other calls is drift.
+
+
+class FirstCallWork(Base):
+    how = "lazy_buffer"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.contacts = None  # made lazily, kept
+        self.cache = wp.zeros(N, dtype=float, device=device)
+        self.source = object()  # the contacts object a solver is handed: the same one every call
+        self.seen = None
+        self.order = wp.zeros(N, dtype=float, device=device)
+        self.reordered = False
+
+    def setup(self, frame):
+        d = self.device
+        if self.how == "lazy_buffer":
+            if self.contacts is None:
+                self.contacts = wp.zeros(N, dtype=float, device=d)
+                wp.launch(K.add_one, dim=N, inputs=[self.contacts], device=d)
+            return self.contacts
+        if self.how == "new_object_reset":
+            if self.source is not self.seen:  # a cache reset when a new contacts object is seen
+                self.cache.fill_(1.0)
+                self.seen = self.source
+            return self.cache
+        if self.how == "reorder_once":
+            if not self.reordered:  # a one-time reordering
+                wp.launch(K.scale, dim=N, inputs=[self.order, self.v, 2.0, 1], device=d)
+                self.reordered = True
+            return self.order
+        if self.how == "from_second_call":  # the reference call never reaches it
+            if frame > 1:
+                self.cache.fill_(1.0)
+            return self.cache
+        if self.how == "second_call_only":  # the capture's call does it, later calls do not
+            if frame == 2:
+                self.cache.fill_(1.0)
+            return self.cache
+        if frame % 3 == 1:  # "every_third_call": the first, fourth... calls
+            self.cache.fill_(1.0)
+        return self.cache
+
+    def step(self):
+        frame = self.tick()
+        used = self.setup(frame)
+        wp.launch(K.axpy, dim=N, inputs=[used, self.x, 0.1], device=self.device)
+        wp.launch(K.add_one, dim=N, inputs=[self.cache], device=self.device)
+
+
+variant("FirstCall_lazy_buffer", FirstCallWork, how="lazy_buffer")
+variant("FirstCall_new_object_reset", FirstCallWork, how="new_object_reset")
+variant("FirstCall_reorder_once", FirstCallWork, how="reorder_once")
+variant("FirstCall_from_second_call", FirstCallWork, how="from_second_call")
+variant("FirstCall_second_call_only", FirstCallWork, how="second_call_only", expect=["launch-sequence-drift"])
+variant(
+    "FirstCall_every_third_call",
+    FirstCallWork,
+    how="every_third_call",
+    expect=["launch-sequence-drift"],
+    defect={
+        "capture": "work every third call, first on the first, is missed: the call after the capture (the third) "
+        "matches it; a pattern longer than the calls compared is not seen (docs: limits)"
+    },
+)
+
+
 # -- the tests ------------------------------------------------------------------------------------
 
 
@@ -2386,6 +2456,7 @@ WRONG_REPLAY = {
     "Struct_grid_swap",
     "Order_extra_copy",
     "Grad_swap",
+    "FirstCall_second_call_only",
 }
 SHOWN_WRONG = [_param(c, "wrong") for c in JUDGEMENTS if c.__name__ in WRONG_REPLAY]
 
