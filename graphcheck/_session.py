@@ -24,7 +24,16 @@ from typing import TYPE_CHECKING, Any
 
 from . import _warp
 from .nodes import CaptureSpan, CudaLaunch
-from .operations import Allocation, HostSync, LaunchRecord, hold, hold_param_sizes, split_block, struct_block
+from .operations import (
+    CPU_GRAPH_LAUNCH,
+    Allocation,
+    HostSync,
+    LaunchRecord,
+    hold,
+    hold_param_sizes,
+    split_block,
+    struct_block,
+)
 from .params import ArrayRef
 from .site import CodeKind, site_of
 
@@ -156,12 +165,15 @@ class Session:
     """
 
     __slots__ = (
-        "_conditional_depth", "_tiled", "allocations_seen", "bodies", "conditionals", "deliver", "fast_codes",
-        "in_memset", "last_code", "last_code_id", "owner", "pending", "traces", "uploading",
+        "_conditional_depth", "_tiled", "allocations_seen", "bodies", "conditionals", "deliver", "eager",
+        "fast_codes", "in_memset", "last_code", "last_code_id", "owner", "pending", "traces", "uploading",
     )  # fmt: skip
 
     def __init__(self, traces: tuple[LaunchTrace, ...]) -> None:
         self.traces = traces
+        # The innermost trace records an eager call (a reference call): what the call
+        # captures into a graph of its own is no work it does, and is marked nested.
+        self.eager = bool(traces) and traces[-1].eager
         # What the fast paths hand a record to: every trace's own `deliver`, as it was when
         # the session was made (an ended trace drops what reaches it: see LaunchTrace.close).
         self.deliver = _delivery(traces)
@@ -225,6 +237,10 @@ class Session:
     def _emit(self, record: LaunchRecord) -> None:
         if self.conditional_depth:
             record.nested = self.bodies[-1] if self.bodies else True
+        if self.eager and _warp.capturing_now(record.device, record.stream):
+            # Captured into a graph the eager call makes itself (a solver that captures its
+            # own step lazily): the wp.capture_launch of that graph stands for it.
+            record.nested = True
         internal = record.internal
         for trace in self.traces:
             if not internal or trace.include_warp:
@@ -256,7 +272,7 @@ class Session:
     def on_cpu_capture_launch(self, bounds_ref: Any, args_ref: Any, adj_ref: Any) -> None:
         """``wp_cpu_launch_kernel``: a CPU launch inside a capture, as the structs Warp built."""
         pending = self.pending
-        if adj_ref is None and pending is not None and pending[_KIND] is _LAUNCH:
+        if adj_ref is None and pending is not None and pending[_KIND] is _LAUNCH and not self.eager:
             frame = pending[_FRAME]
             code_id = self.fast_codes.get(id(frame.f_code))  # None unless plain, from user code seen before
             block = _forward_blocks.get(pending[_KERNEL])
@@ -509,6 +525,15 @@ class Session:
             str(named.get("device")), 0, 0, handle, code, lasti, via, True, next(_sequence), False, None, (),
         )  # fmt: skip
         return self._run(record, original, args, kwargs, handle)
+
+    def on_cpu_graph_launch(self, original: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        """``wp.capture_launch`` of a CPU graph: one operation, whose work Warp replays natively."""
+        code, lasti, via, internal = _caller(sys._getframe(2), "capture_launch")
+        record = LaunchRecord(
+            "native", CPU_GRAPH_LAUNCH, False, None, {}, "cpu", 0, 0, None, code, lasti, via, internal,
+            next(_sequence), False, None, (),
+        )  # fmt: skip
+        return self._run(record, original, args, {}, None)
 
     def on_conditional(
         self, original: Callable[..., Any], name: str, condition: Any, args: tuple[Any, ...], kwargs: Any

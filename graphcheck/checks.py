@@ -27,6 +27,7 @@ from . import _warp
 from .buffers import buffers_of
 from .compare import Difference, compare_traces, reused, value_texts
 from .findings import KINDS, Allow, Finding, Report, make_finding
+from .operations import CPU_GRAPH_LAUNCH
 from .params import Address, ArrayRef, Opaque, ParamKind, ParamSpec
 from .site import CodeKind, Site
 
@@ -551,14 +552,21 @@ def ownership(captured: LaunchTrace, owned: BufferSet, held: dict[int, Allocatio
 
 
 def cpu_dropped(captured: LaunchTrace) -> list[Finding]:
-    """On the CPU, native helpers this Warp's CPU graphs do not replay (``Mesh.refit()`` on
-    every release; ``array_sum``, ``HashGrid.build`` and BVH refits before 1.16): the
-    capture runs them once, and every replay keeps that one result. One finding per helper
-    and call site."""
+    """On the CPU, what this Warp's CPU graphs leave out: native helpers they do not replay
+    (``Mesh.refit()`` on every release; ``array_sum``, ``HashGrid.build`` and BVH refits
+    before 1.16), which the capture runs once, every replay keeping that one result; and a
+    ``wp.capture_launch`` of another CPU graph, which no replay runs. One finding per
+    operation and call site."""
     findings = []
     seen: set[tuple[str, Site]] = set()
     for index, record in enumerate(captured.records):
-        if record.kind != "native" or _warp.cpu_graph_replays(record.kernel) or (record.kernel, record.site) in seen:
+        if record.kind != "native" or (record.kernel, record.site) in seen:
+            continue
+        if record.kernel == CPU_GRAPH_LAUNCH:
+            seen.add((record.kernel, record.site))
+            findings.append(_cpu_graph_launch(index, record))
+            continue
+        if _warp.cpu_graph_replays(record.kernel):
             continue
         seen.add((record.kernel, record.site))
         findings.append(
@@ -576,6 +584,26 @@ def cpu_dropped(captured: LaunchTrace) -> list[Finding]:
             )
         )
     return findings
+
+
+def _cpu_graph_launch(index: int, record: LaunchRecord) -> Finding:
+    return make_finding(
+        "capture-error",
+        "wp.capture_launch of a CPU graph inside the captured call",
+        kernel=record.kernel,
+        index=index,
+        site=record.site,
+        values=(
+            f"warp-lang {_warp.WARP_VERSION}'s CPU graphs do not record a graph launched inside a capture (Warp prints "
+            "'kernel launch during capture without APICLaunchInfo'): no replay runs the inner graph's work (a CUDA "
+            "capture records it as a child graph)"
+        ),
+        fix=(
+            "call the code the inner graph captured directly inside the captured call instead of wp.capture_launch "
+            "(a solver that captures its own step: let it step eagerly while an outer capture records it), or launch "
+            "the inner graph outside the captured call"
+        ),
+    )
 
 
 def cuda_rules(captured: LaunchTrace) -> list[Finding]:
@@ -688,15 +716,32 @@ _MEMPOOL_FIX = (
 )
 
 
+_HOST_ARRAY_FIX = (
+    "keep a device array on the owner (wp.array(..., device=...), made once) and pass that: Warp uploads a numpy "
+    "array passed to wp.launch into a temporary on every eager call, which its CPU capture cannot record; write new "
+    "host data into the device array outside the captured call (array.assign, wp.copy)"
+)
+
+
 def capture_failed(error: BaseException, site: Site | None, operations: int) -> Finding:
     """The ``capture-error`` for a capture Warp could not complete, at the user's line.
 
     Allocating on a CUDA device whose memory pool is off fails inside a capture: the fix
-    then is the memory pool, not moving a readback.
+    then is the memory pool, not moving a readback. An error Warp's CPU capture recorder
+    raises itself (an ``AttributeError`` on a numpy array passed to ``wp.launch``) is named
+    as the capture's failure, with the cure, not left as a traceback from inside Warp.
     """
     text = str(error).strip()
+    what = f"the capture failed with {type(error).__name__}"
+    values = text.splitlines()[0] if text else type(error).__name__
+    in_recorder = _raised_in_capture_machinery(error)
+    if in_recorder:
+        values = f"Warp's CPU capture recorder raised {type(error).__name__}: {values}"
     if "mempool" in text or "memory pool" in text:
         fix: str | None = _MEMPOOL_FIX
+    elif in_recorder and "numpy.ndarray" in text:
+        what = f"a numpy array passed to wp.launch: {what}"
+        fix = _HOST_ARRAY_FIX
     elif "capture already in progress" in text:
         # Opened inside another capture (a GraphGuard or wp.ScopedCapture within one): no readback is involved.
         fix = (
@@ -711,41 +756,66 @@ def capture_failed(error: BaseException, site: Site | None, operations: int) -> 
         fix = None
     return make_finding(
         "capture-error",
-        f"the capture failed with {type(error).__name__}",
+        what,
         index=operations or None,
         site=site,
         captured=text,
-        values=text.splitlines()[0] if text else type(error).__name__,
+        values=values,
         fix=fix,
     )
 
 
-def cpu_overloads(captured: LaunchTrace) -> list[str]:
-    """On the CPU, notes on generic kernels launched with two overloads in one capture.
+def cpu_overloads(captured: LaunchTrace) -> list[Finding]:
+    """On the CPU, one ``capture-error`` per generic kernel launched with two overloads or
+    more in one capture.
 
-    Warp's CPU graphs register a kernel's code by its key and module (``apic.cpp`` in Warp
-    1.19), which the overloads of a generic kernel share: a replay may run one overload's
-    code for both. Every launch, address and scalar matches, so no structural check can
-    call it a finding; ``gc.verify_replay`` shows it by values (a ``replay-divergence``).
+    Warp's CPU graphs register a launched kernel's code under its module's hash and its key
+    (``wp_apic_register_cpu_kernel`` in Warp 1.19's ``native/apic.cpp``; the last launch
+    registered wins), which the overloads of a generic kernel share once they are built into
+    one module, as a reference call or any warm-up builds them: every replay runs one
+    overload's code for all of them. Every launch, address and scalar matches the eager call,
+    so it is Warp's rule, not a comparison, that finds it.
     """
-    first: dict[int, LaunchRecord] = {}  # id(kernel) -> its first launch
-    for record in captured.records:
+    if not _warp.cpu_graph_shares_overload_code():
+        return []
+    first: dict[int, tuple[int, LaunchRecord]] = {}  # id(kernel) -> its first launch
+    for index, record in enumerate(captured.records):
         kernel = record.kernel_object
         if kernel is not None and id(kernel) not in first and record.kind == "launch":
-            first[id(kernel)] = record
-    overloads: dict[tuple[str, int], dict[int, LaunchRecord]] = {}
-    for kernel_id, record in first.items():
+            first[id(kernel)] = (index, record)
+    overloads: dict[tuple[str, int], list[tuple[int, LaunchRecord]]] = {}
+    for index, record in first.values():
         kernel = record.kernel_object
         key = (str(getattr(kernel, "key", "")), id(getattr(kernel, "module", None)))
-        overloads.setdefault(key, {})[kernel_id] = record
-    return [
-        f"{len(launched)} overloads of {record.kernel} are launched in this CPU capture (first at "
-        f"{record.site.short}): Warp's CPU graphs keep one overload's code per kernel and may replay it for every "
-        "overload; gc.verify_replay(make) checks the results by values"
-        for launched in overloads.values()
-        if len(launched) > 1
-        for record in list(launched.values())[:1]
-    ]
+        overloads.setdefault(key, []).append((index, record))
+    findings = []
+    for launched in overloads.values():
+        if len(launched) < 2:
+            continue
+        index, record = launched[0]
+        sites = ", ".join(dict.fromkeys(r.site.short for _, r in launched))
+        findings.append(
+            make_finding(
+                "capture-error",
+                f"{len(launched)} overloads of the generic kernel {record.kernel} in one CPU capture",
+                kernel=record.kernel,
+                index=index,
+                site=record.site,
+                captured=len(launched),
+                values=(
+                    f"launched at {sites}: warp-lang {_warp.WARP_VERSION}'s CPU graphs keep one entry of code per "
+                    "kernel key and module hash, which the overloads share, so every replay runs the last "
+                    "launched overload's code for all of them (on other dtypes: wrong values, writes past the smaller "
+                    "arrays)"
+                ),
+                detail={"overloads": len(launched), "launched at": [r.site for _, r in launched]},
+                fix=(
+                    "give each dtype a kernel of its own (separate @wp.kernel functions, not overloads of one generic "
+                    "kernel), or capture on a CUDA device, whose graph nodes each hold their own function"
+                ),
+            )
+        )
+    return findings
 
 
 # -- Stages: what the pipeline runs, each giving an Outcome --------------------------------
@@ -814,8 +884,7 @@ def host_rules(captured: LaunchTrace, owned: BufferSet | None, *, strict: bool, 
     out.notes += undecoded(captured)
     out.findings += uncaptured(captured)
     if device.startswith("cpu"):
-        out.findings += cuda_rules(captured) + cpu_dropped(captured)
-        out.notes += cpu_overloads(captured)
+        out.findings += cuda_rules(captured) + cpu_dropped(captured) + cpu_overloads(captured)
     if not len(captured):
         out.notes.append("the capture recorded no operation: the graph does nothing when replayed")
     return out
@@ -925,15 +994,30 @@ _CAPTURE_ERROR_WORDS = ("capture", "capturing")
 
 def is_capture_error(error: BaseException) -> bool:
     """Whether Warp raised ``error`` because the capture itself failed (raised in Warp's
-    own code, saying so), rather than the user's code raising."""
+    own code, saying so, or in Warp's capture recorder), rather than the user's code raising."""
+    if not isinstance(error, Exception):
+        return False
+    if _raised_in_capture_machinery(error):
+        return True
     if not isinstance(error, (RuntimeError, NotImplementedError)):
         return False
     text = str(error).lower()
     if not any(word in text for word in _CAPTURE_ERROR_WORDS):
         return False
+    code = _raised_in(error)
+    return code is not None and _warp.code_kind(code) is CodeKind.WARP
+
+
+def _raised_in(error: BaseException) -> Any:
+    """The code object of the innermost frame ``error`` was raised in, or None."""
     tb = error.__traceback__
     last = None
     while tb is not None:
         last = tb
         tb = tb.tb_next
-    return last is not None and _warp.code_kind(last.tb_frame.f_code) is CodeKind.WARP
+    return None if last is None else last.tb_frame.f_code
+
+
+def _raised_in_capture_machinery(error: BaseException) -> bool:
+    code = _raised_in(error)
+    return code is not None and _warp.in_capture_machinery(code)

@@ -116,7 +116,8 @@ KINDS: Mapping[str, Kind] = {
         ),
         Kind(
             "capture-error",
-            "the capture failed, or on the CPU would fail on CUDA (a sync or readback inside it)",
+            "the capture failed, or on the CPU would fail on CUDA (a sync or readback inside it), or Warp's CPU "
+            "graph leaves out or replays wrongly what the call did",
             "move synchronisation and readbacks (.numpy(), wp.synchronize(), printing an array) out of the "
             "captured call",
         ),
@@ -124,8 +125,7 @@ KINDS: Mapping[str, Kind] = {
             "replay-divergence",
             "replayed, the graph's results differ from eager stepping (verify_replay)",
             "the structural findings alongside say why; with none, the graph replays other work than Warp launched "
-            "(the limits page lists such Warp behaviour, e.g. two overloads of one generic kernel in one CPU "
-            "capture): avoid the pattern, or step eagerly there",
+            "(the limits page lists the Warp behaviour known to do so): avoid the pattern, or step eagerly there",
         ),
         Kind(
             "shared-buffer",

@@ -347,7 +347,7 @@ class GraphGuard:
         release = keep_hooks()  # in once for the reference call and the capture
         try:
             if self.reference is not None and validated is None:
-                with trace_launches() as reference_trace:
+                with LaunchTrace(eager=True) as reference_trace:
                     self.reference()
                 self.eager_calls += 1
                 self._reference_trace = reference_trace

@@ -22,11 +22,14 @@ from .site import UNKNOWN_SITE, Site, site_of
 if TYPE_CHECKING:
     from .nodes import CaptureSpan, CudaLaunch
 
-__all__ = ["KINDS", "Allocation", "Baked", "HostSync", "LaunchRecord"]
+__all__ = ["CPU_GRAPH_LAUNCH", "KINDS", "Allocation", "Baked", "HostSync", "LaunchRecord"]
 
 
 #: The kinds of operation a record can hold.
 KINDS = ("launch", "copy", "memset", "native", "conditional")
+
+#: The name of the ``"native"`` record of a CPU graph replayed by ``wp.capture_launch``.
+CPU_GRAPH_LAUNCH = "wp.capture_launch"
 
 
 class LaunchRecord:

@@ -55,8 +55,11 @@ class LaunchTrace:
         host_syncs: every readback and synchronisation (:class:`HostSync`), in order.
     """
 
-    def __init__(self, *, include_warp: bool = False) -> None:
+    def __init__(self, *, include_warp: bool = False, eager: bool = False) -> None:
         self.include_warp = bool(include_warp)
+        # An eager call's trace (a reference call): operations it captures into graphs of
+        # its own are kept nested, out of the comparison (see _session.Session.eager).
+        self.eager = bool(eager)
         # What the recorder appends: LaunchRecords, and for eager CPU launches (the hot
         # path) raw tuples that become LaunchRecords when first read (see `records`).
         self._items: list[Any] = []

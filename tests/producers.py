@@ -14,6 +14,7 @@ from __future__ import annotations
 import collections
 import functools
 import time
+from typing import Any
 
 import numpy as np
 import warp as wp
@@ -33,6 +34,8 @@ class Producer:
     expected_replay: str | None = None
     #: What a CUDA capture reports where it differs (a readback breaks a CUDA capture).
     expected_cuda: str | None = None
+    #: Unsafe on the CPU only: what Warp's CPU graphs leave out, a CUDA graph keeps.
+    cpu_only = False
 
     #: What a CPU capture reports besides: a readback inside the call is a capture-error
     #: on the CPU too (it works there, and would fail in a CUDA capture).
@@ -41,6 +44,8 @@ class Producer:
     @classmethod
     def expected_on(cls, device: str) -> str | None:
         """The finding kind expected when ``step`` is captured on ``device``."""
+        if device.startswith("cuda") and cls.cpu_only:
+            return None
         if device.startswith("cuda") and cls.expected_cuda is not None:
             return cls.expected_cuda
         return cls.expected
@@ -1036,6 +1041,137 @@ class ContentsChangedInPlace(Producer):
         self.x.assign(np.zeros(N, dtype=np.float32))
 
 
+# -- what Warp's CPU graphs leave out or replay wrongly (capture-error on the CPU) -----------
+#
+# Kernels of their own module: a generic kernel's overloads change its module's hash, which
+# would rebuild the module every other test launches from.
+
+
+@wp.kernel
+def add_one_any(x: wp.array(dtype=Any)):
+    i = wp.tid()
+    x[i] = x[i] + x.dtype(1)
+
+
+@wp.kernel
+def add_one_f32(x: wp.array(dtype=wp.float32)):
+    i = wp.tid()
+    x[i] = x[i] + wp.float32(1.0)
+
+
+@wp.kernel
+def add_one_f64(x: wp.array(dtype=wp.float64)):
+    i = wp.tid()
+    x[i] = x[i] + wp.float64(1.0)
+
+
+class NestedGraphLaunch(Producer):
+    """A graph captured beforehand, launched inside the step: Warp 1.19's CPU capture does
+    not record a wp.capture_launch, so the outer graph replays without the inner work. A
+    CUDA capture records it as a child graph."""
+
+    expected = "capture-error"
+    cpu_only = True
+
+    def __init__(self, device):
+        super().__init__(device)
+        with wp.ScopedCapture(device=device) as capture:
+            self.launch(K.integrate, [self.x, self.v, 0.1])
+        self.inner = capture.graph
+
+    def step(self):
+        wp.capture_launch(self.inner)
+        self.launch(K.damp, [self.v, 0.5])
+
+
+class LazySelfCapture(Producer):
+    """A solver that captures its own step on its first call and launches that graph after:
+    the same cause as NestedGraphLaunch, met in the reference call first."""
+
+    expected = "capture-error"
+    cpu_only = True
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.graph = None
+
+    def step(self):
+        if self.graph is None:
+            with wp.ScopedCapture(device=self.device) as capture:
+                self.launch(K.integrate, [self.x, self.v, 0.1])
+            self.graph = capture.graph
+        wp.capture_launch(self.graph)
+        self.launch(K.damp, [self.v, 0.5])
+
+
+class InlineInnerStep(Producer):
+    """The cure for both: the inner step's launches made directly in the captured call."""
+
+    def step(self):
+        self.launch(K.integrate, [self.x, self.v, 0.1])
+        self.launch(K.damp, [self.v, 0.5])
+
+
+class GenericOverloads(Producer):
+    """Two overloads of one generic kernel in one step (float32, float64): Warp 1.19's CPU
+    graph registers a kernel's code by module hash and key, which both share, and replays the
+    last launched overload's code for both."""
+
+    expected = "capture-error"
+    cpu_only = True
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.single = wp.zeros(N, dtype=wp.float32, device=device)
+        self.double = wp.zeros(N, dtype=wp.float64, device=device)
+
+    def step(self):
+        # The larger dtype first: the replay runs the float32 code on both, inside both arrays
+        # (the other way round it writes past the float32 array's end).
+        self.launch(add_one_any, [self.double])
+        self.launch(add_one_any, [self.single])
+
+
+class OneKernelPerDtype(GenericOverloads):
+    """The cure: one kernel per dtype, each with a key of its own."""
+
+    expected = None
+
+    def step(self):
+        self.launch(add_one_f64, [self.double])
+        self.launch(add_one_f32, [self.single])
+
+
+class NumpyArgument(Producer):
+    """A numpy array passed straight to wp.launch: Warp uploads it into a temporary on every
+    eager call; its CPU capture fails inside Warp (AttributeError in warp._src.apic)."""
+
+    expected = "capture-error"
+    expected_cuda = "per-call-allocation"
+    wrong_replay_on_cpu = False  # there is no graph to replay
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.forces = np.full(N, 0.5, dtype=np.float32)
+
+    def step(self):
+        self.launch(K.axpy, [self.forces, self.v, 1.0])
+
+
+class DeviceArgument(NumpyArgument):
+    """The cure: the host data kept as a device array, updated outside the captured call."""
+
+    expected = None
+    expected_cuda = None
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.forces_device = wp.array(self.forces, dtype=float, device=device)
+
+    def step(self):
+        self.launch(K.axpy, [self.forces_device, self.v, 1.0])
+
+
 UNSAFE = [
     HostCounter,
     Timestamp,
@@ -1069,6 +1205,10 @@ UNSAFE = [
     ReductionReadback,
     ModuleGlobalScratch,
     DequeRotated,
+    NestedGraphLaunch,
+    LazySelfCapture,
+    GenericOverloads,
+    NumpyArgument,
 ]
 STALE = [
     ReassignedAfterCapture,
@@ -1105,5 +1245,8 @@ SAFE = [
     DequeHistory,
     PartialLauncher,
     DefaultBound,
+    InlineInnerStep,
+    OneKernelPerDtype,
+    DeviceArgument,
 ]
 ALL = UNSAFE + STALE + SAFE

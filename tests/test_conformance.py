@@ -92,9 +92,10 @@ def test_device_temporaries_are_matched_between_calls():
     assert report.ok, str(report)
 
 
-def test_overloads_fail_the_kit_by_their_values():
+def test_overloads_fail_the_kit_at_capture_and_by_their_values():
     report = _check(P.Overloads)
-    assert set(report.kinds()) == {"replay-divergence"}, str(report)
+    assert set(report.kinds()) == {"capture-error"}, str(report)
+    assert any("the replay diverged too" in note for note in report.notes), str(report)
 
 
 def test_the_kit_raises_by_default():

@@ -25,7 +25,7 @@ import warp as wp
 
 import graphcheck as gc
 from graphcheck.buffers import arrays_of
-from tests import kernels as K, matrix_kernels as M
+from tests import kernels as K, matrix_kernels as M, producers as P
 from tests.internals import OwnersProbe, Unsupported
 
 DEVICE = "cpu"
@@ -580,3 +580,41 @@ def test_a_swap_carries_state_unless_each_call_overwrites_it_first(how):
     else:
         assert set(checked.report.kinds()) == {"buffer-drift"}, str(checked.report)
         assert "replay-divergence" in report.kinds(), str(report)
+
+
+# -- generic kernels in a CPU graph -------------------------------------------------------
+
+# The larger dtype first: the replay runs the last launched overload's code for both, and
+# the smaller dtype's code stays inside the larger array (the other way round, it writes
+# past the smaller array's end: the MPM examples' replay does, and may crash the process).
+OVERLOAD_PAIRS = {"float64-float32": (wp.float64, wp.float32), "mat33-vec3": (wp.mat33, wp.vec3),
+                  "int32-float32": (wp.int32, wp.float32)}  # fmt: skip
+
+
+class OverloadProducer:
+    """Launches the generic ``add_one_any`` on two arrays of the given dtypes."""
+
+    def __init__(self, first, second):
+        self.a = wp.zeros(4, dtype=first, device=DEVICE)
+        self.b = wp.zeros(4, dtype=second, device=DEVICE)
+
+    def step(self):
+        wp.launch(P.add_one_any, dim=4, inputs=[self.a], device=DEVICE)
+        wp.launch(P.add_one_any, dim=4, inputs=[self.b], device=DEVICE)
+
+
+@pytest.mark.parametrize("pair", list(OVERLOAD_PAIRS))
+def test_two_overloads_of_a_generic_kernel_are_a_cpu_capture_error(pair):
+    first, second = OVERLOAD_PAIRS[pair]
+    producer = OverloadProducer(first, second)
+    checked = gc.capture(producer.step, device=DEVICE, owners=(producer,), on_failure="ignore")
+    assert {(f.kind, f.kernel.rsplit(".", 1)[-1]) for f in checked.report.findings} == {
+        ("capture-error", "add_one_any")
+    }, str(checked.report)
+    # The claim: the replay runs one overload's code for both.
+    report = gc.verify_replay(lambda: OverloadProducer(first, second), steps=2, device=DEVICE, on_failure="ignore")
+    assert "replay-divergence" in report.kinds(), str(report)
+    # One overload, launched twice (one dtype for both arrays): clean, and replayed as eager.
+    same = OverloadProducer(first, first)
+    assert gc.capture(same.step, device=DEVICE, owners=(same,)).report.ok
+    assert gc.verify_replay(lambda: OverloadProducer(first, first), steps=2, device=DEVICE).ok

@@ -42,28 +42,35 @@ def test_warp_replays_one_overload_for_both():
     assert a.numpy().tolist() != [1.0, 1.0, 1.0]  # eager stepping gives [1, 1, 1]
 
 
-def test_overloads_are_a_replay_divergence_the_structure_cannot_see():
+def test_overloads_are_a_capture_error_and_a_replay_divergence():
     report = gc.verify_replay(P.Overloads, device=DEVICE, on_failure="ignore")
-    assert set(report.kinds()) == {"replay-divergence"}, str(report)
-    (finding,) = report.findings
-    assert finding.detail["buffer"] == "producer.a"
-    assert finding.detail["step"] == 2  # the first replay
-    assert finding.detail["element"] == [0]
-    assert finding.reference == 2.0 and finding.captured != 2.0
-    assert finding.detail["elements differing"] == P.N
-    assert finding.site is not None and finding.site.function == "Overloads.step"
-    assert "producer.a after step 2" in finding.message
+    assert set(report.kinds()) == {"capture-error", "replay-divergence"}, str(report)
+    (divergence,) = report.of_kind("replay-divergence")
+    assert divergence.detail["buffer"] == "producer.a"
+    assert divergence.detail["step"] == 2  # the first replay
+    assert divergence.detail["element"] == [0]
+    assert divergence.reference == 2.0 and divergence.captured != 2.0
+    assert divergence.detail["elements differing"] == P.N
+    assert divergence.site is not None and divergence.site.function == "Overloads.step"
+    assert "producer.a after step 2" in divergence.message
     assert set(report.checks) >= {"compare", "ownership", "replay", "values"}
-    # The capture's own checks find nothing: only the values show it. A note points at them.
-    checked = gc.capture(P.Overloads(DEVICE).step, device=DEVICE)
-    assert checked.ok
-    assert any("2 overloads of" in note and "gc.verify_replay" in note for note in checked.report.notes)
+    # Every launch, address and scalar matches: Warp's rule for CPU graphs names it at capture.
+    checked = gc.capture(P.Overloads(DEVICE).step, device=DEVICE, on_failure="ignore")
+    (finding,) = checked.report.findings
+    assert finding.kind == "capture-error" and finding.kernel.endswith("add_one")
+    assert "2 overloads of the generic kernel" in finding.message and "own" in finding.fix
+    assert finding.detail["overloads"] == 2 and finding.index == 0
+
+
+def test_one_kernel_per_dtype_is_clean_and_replays_as_eager():
+    assert gc.capture(P.OneKernelPerDtype(DEVICE).step, device=DEVICE).ok
+    assert gc.verify_replay(P.OneKernelPerDtype, steps=4, device=DEVICE).ok
 
 
 def test_cast_in_both_directions_diverges():
     report = gc.verify_replay(P.CastBothWays, device=DEVICE, on_failure="ignore")
-    assert set(report.kinds()) == {"replay-divergence"}, str(report)
-    assert {f.detail["step"] for f in report.findings} == {2}
+    assert set(report.kinds()) == {"capture-error", "replay-divergence"}, str(report)
+    assert {f.detail["step"] for f in report.of_kind("replay-divergence")} == {2}
 
 
 def test_plain_producer_replays_what_eager_stepping_computes():

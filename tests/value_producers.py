@@ -62,7 +62,8 @@ class Plain:
 
 class Overloads:
     """Two overloads of one generic kernel (float32 and float64) in one step: Warp 1.19's CPU
-    graph replays one overload's code for both launches. Every launch, address and scalar matches."""
+    graph replays one overload's code for both launches. Every launch, address and scalar matches;
+    Warp's rule for CPU graphs makes it a capture-error."""
 
     def __init__(self, device: str) -> None:
         self.a = wp.zeros(N, dtype=wp.float32, device=device)
@@ -71,6 +72,26 @@ class Overloads:
     def step(self) -> None:
         wp.launch(add_one, dim=N, inputs=[self.a], device=self.a.device)
         wp.launch(add_one, dim=N, inputs=[self.b], device=self.b.device)
+
+
+@wp.kernel
+def add_one_single(x: wp.array(dtype=wp.float32)):
+    i = wp.tid()
+    x[i] = x[i] + wp.float32(1.0)
+
+
+@wp.kernel
+def add_one_double(x: wp.array(dtype=wp.float64)):
+    i = wp.tid()
+    x[i] = x[i] + wp.float64(1.0)
+
+
+class OneKernelPerDtype(Overloads):
+    """The cure for :class:`Overloads`: one kernel per dtype, each with its own key."""
+
+    def step(self) -> None:
+        wp.launch(add_one_single, dim=N, inputs=[self.a], device=self.a.device)
+        wp.launch(add_one_double, dim=N, inputs=[self.b], device=self.b.device)
 
 
 class CastBothWays:

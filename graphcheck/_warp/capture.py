@@ -40,6 +40,20 @@ def capture_in_progress(device: Any) -> bool:
     return bool(device.captures)
 
 
+def capturing_now(device: str, stream: int | None) -> bool:
+    """Whether an operation on ``device`` (``stream`` on CUDA) goes into a graph being
+    captured rather than running now."""
+    if device.startswith("cpu"):
+        return getattr(_runtime(), "_apic_capture", None) is not None
+    return bool(stream) and bool(_runtime().core.wp_cuda_stream_is_capturing(ctypes.c_void_p(stream)))
+
+
+def cpu_graph_shares_overload_code() -> bool:
+    """Whether this Warp's CPU graphs register a launched kernel's code by module hash and key
+    (``wp_apic_register_cpu_kernel``), which the overloads of a generic kernel share."""
+    return hasattr(_runtime().core, "wp_apic_register_cpu_kernel")
+
+
 def abort_capture(device: Any) -> None:
     """End a capture a failed block left open, discarding its graph."""
     device = _runtime().get_device(device)

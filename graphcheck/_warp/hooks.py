@@ -32,6 +32,7 @@ The interposition points (Warp 1.15 to 1.19; what differs: see ``WARP_INTERNALS`
                               BVH and mesh builds, recorded as opaque operations
 ``launch_deterministic``      module attribute: a deterministic-mode launch's own
                               native work, one opaque operation around its phases
+``core.wp_apic_cpu_replay_*`` ctypes attributes: ``wp.capture_launch`` of a CPU graph
 ============================  ====================================================
 
 Hooks are installed while at least one trace is active anywhere in the process and
@@ -316,6 +317,11 @@ def _plan_patches(recorder: Recorder) -> list[_Patch]:
         if match:
             original = getattr(core, name)
             attr(name, core, name, _make_native_hook(name, original, match["where"] == "device"))
+    # CPU graphs replayed (wp.capture_launch): one replayed inside a CPU capture is not recorded.
+    for name in _CPU_GRAPH_REPLAYS:
+        original = getattr(core, name, None)
+        if original is not None:
+            attr(name, core, name, _make_cpu_graph_launch_hook(original))
     return patches
 
 
@@ -697,6 +703,20 @@ def _make_native_hook(name: str, original: Any, on_device: bool) -> Callable[...
         return session.on_native(original, label, on_device, args)
 
     hook.__name__ = name
+    return hook
+
+
+#: Warp's native CPU graph replays: a captured graph, and one loaded from a file (1.19+).
+_CPU_GRAPH_REPLAYS = ("wp_apic_cpu_replay_state", "wp_apic_cpu_replay_graph")
+
+
+def _make_cpu_graph_launch_hook(original: Any) -> Callable[..., Any]:
+    def hook(*args: Any) -> Any:
+        session = current_session()
+        if session is None:
+            return original(*args)
+        return session.on_cpu_graph_launch(original, args)
+
     return hook
 
 

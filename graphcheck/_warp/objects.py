@@ -146,6 +146,14 @@ def plain_value(value: Any) -> Any:
 # --------------------------------------------------------------------------------------
 
 
+_WARP_CAPTURE_DIR = _WARP_DIR + os.path.join("_src", "apic") + os.sep
+
+
+def in_capture_machinery(code: types.CodeType) -> bool:
+    """Whether ``code`` is Warp's own capture machinery (its CPU graph recorder, ``warp._src.apic``)."""
+    return code.co_filename.startswith(_WARP_CAPTURE_DIR)
+
+
 def code_kind(code: types.CodeType) -> CodeKind:
     """Whose code ``code`` is: the user's, Warp's own, or graphcheck's (its generated code too)."""
     filename = code.co_filename
