@@ -477,6 +477,9 @@ class Session:
             "copy", "wp.copy", False, None, args_map, str(dest.device), 0, 0, handle,
             code, lasti, via, internal, next(_sequence), False, None, (count,),
         )  # fmt: skip
+        # What host memory the copy reads holds now: a graph copies whatever is there at
+        # replay, so contents the call itself writes are compared between the two calls.
+        record.host_bytes = _warp.host_contents(src)
         self._emit(record)
         self.before_cuda_op(record, handle)  # finish() takes the other side of its span
         return record
@@ -574,6 +577,29 @@ class Session:
             trace.add_host_sync(event)
 
     # -- allocations ----------------------------------------------------------------------
+
+    def structure_place(self) -> int:
+        """The place in the order of a structure about to be made (see :meth:`on_structure`)."""
+        _latest_allocation[0] = place = next(_sequence)
+        return place
+
+    def on_structure(self, value: Any, place: int) -> None:
+        """A mesh, hash grid, BVH, volume or texture was made: its id (one byte, as the owners'
+        walk registers it) and a host texture's texels are allocations of the call, placed
+        before the operations that filled it, so two calls' structures are matched by order
+        of creation, as their temporaries are."""
+        handle = _warp.structure_handle(value)
+        if handle is None:
+            return
+        code, lasti, via, _ = _caller(sys._getframe(2), type(value).__name__)
+        site = site_of(code, lasti)
+        name, device = type(value).__name__, str(getattr(value, "device", "?"))
+        spans = [(handle, handle + 1, name), *_warp.structure_memory(value)]
+        for start, end, dtype in spans:
+            label = f"{name} on {device}" if dtype == name else f"{name}'s {dtype} texels on {device}"
+            allocation = Allocation(start, end, device, place, site, via, "structure", label, dtype)
+            for trace in self.traces:
+                trace.add_allocation(allocation)
 
     def on_alloc(self, arr: Any, how: str) -> None:
         """An allocation: ``how`` is ``"allocated"`` (``"uploaded"`` when ``wp.array(data)``

@@ -23,6 +23,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from . import _warp
 from .buffers import buffers_of
 from .compare import Difference, compare_traces, reused, value_texts
@@ -37,8 +39,8 @@ if TYPE_CHECKING:
     from .record import LaunchTrace
 
 __all__ = [
-    "Outcome", "allocations", "capture_failed", "comparison", "cpu_dropped", "cuda_rules", "drift", "host_rules",
-    "is_capture_error", "owned_by_producer", "ownership", "stale_pointers", "uncaptured",
+    "Outcome", "allocations", "capture_failed", "comparison", "cpu_dropped", "cuda_rules", "drift", "host_inputs",
+    "host_rules", "is_capture_error", "owned_by_producer", "ownership", "stale_pointers", "uncaptured",
 ]  # fmt: skip
 
 
@@ -252,6 +254,101 @@ def first_call_fix(warmup: int) -> str:
     )
 
 
+def host_inputs(reference: LaunchTrace, captured: LaunchTrace, buffers: BufferSet | None) -> list[Finding]:
+    """One ``copy-drift`` per copy (and call site) whose host source held other bytes in the
+    captured call than in the reference call, the call itself having written them.
+
+    A graph copies whatever its host source holds at replay. Staging the owners keep and
+    the program fills between replays, outside the captured call, is the intended use: the
+    two calls then read the same bytes. Different bytes mean the call computes what it
+    uploads (``self.host[:] = f(frame)``), and every replay uploads what the capture call
+    left there. A source an operation of the call may write (a launch using it, a copy into
+    it) is device state flowing through the graph; a temporary made during the call is
+    :func:`allocations`' business, unless it wraps host memory the owners keep
+    (``array.assign(self.host)`` of an owned numpy array).
+    """
+    earlier = _host_copies(reference)
+    findings: list[Finding] = []
+    reported: set[Site] = set()
+    for key, (index, record) in _host_copies(captured).items():
+        pair = earlier.get(key)
+        if pair is None or pair[1].host_bytes == record.host_bytes or record.site in reported:
+            continue
+        ref_index, ref_record = pair
+        src, ref_src = record.args.get("src"), ref_record.args.get("src")
+        if not isinstance(src, ArrayRef) or src != ref_src:
+            continue  # another source (buffer, offset, length) is drift()'s business
+        made = captured.allocation_at(src.ptr, record.seq)
+        if made is not None and not (made.how == "wrapped" and buffers is not None and buffers.find(made.start)):
+            continue  # a temporary of the call, not host memory the owners keep: allocations() judges it
+        if _written_in(captured, src) or _written_in(reference, ref_src):
+            continue
+        reported.add(record.site)
+        hit = buffers.find(src.ptr) if buffers is not None else None
+        name = hit.label if hit is not None else str(src)
+        findings.append(
+            make_finding(
+                "copy-drift",
+                f"{record.kernel} from host memory",
+                kernel=record.kernel,
+                arg="src",
+                index=index,
+                site=record.site,
+                reference=ref_record.host_bytes,
+                captured=record.host_bytes,
+                values=(
+                    f"{name} held other contents when the captured call copied it than in the reference call "
+                    f"({_first_difference(ref_record.host_bytes, record.host_bytes, src.dtype)}): the call writes the "
+                    "host memory it uploads, and every replay uploads what the capture call left there"
+                ),
+                detail={"buffer": name, "address": src.ptr, "reference index": ref_index},
+                fix=(
+                    "write the host staging buffer outside the captured call, before each replay (the captured call "
+                    "only copies it), or compute the data on the device inside the call"
+                ),
+            )
+        )
+    return findings
+
+
+def _host_copies(trace: LaunchTrace) -> dict[tuple[Site, int], tuple[int, LaunchRecord]]:
+    """``(site, occurrence at that site) -> (index, record)`` of every copy from host memory."""
+    out: dict[tuple[Site, int], tuple[int, LaunchRecord]] = {}
+    seen: Counter[Site] = Counter()
+    for index, record in enumerate(trace.records):
+        if record.kind == "copy" and record.host_bytes is not None and not (record.nested or record.internal):
+            out[(record.site, seen[record.site])] = (index, record)
+            seen[record.site] += 1
+    return out
+
+
+def _written_in(trace: LaunchTrace, src: ArrayRef) -> bool:
+    """Whether an operation of the call may write memory ``src`` spans: a launch using it, a
+    copy into it, a fill. Device state on Warp's CPU device is host memory too; what the
+    call's own operations write differs between the two calls for that reason alone."""
+    start, end = src.start, src.start + src.nbytes
+    return any(
+        address.start < end and start < address.end
+        for record in trace.records
+        for address in record.addresses()
+        if not (record.kind == "copy" and address.arg == "src")
+    )
+
+
+def _first_difference(a: bytes | None, b: bytes | None, dtype: str) -> str:
+    if a is None or b is None or a.startswith(b"digest:") or b.startswith(b"digest:") or len(a) != len(b):
+        return "their digests differ"
+    first = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
+    try:
+        kind = np.dtype(dtype)
+    except TypeError:
+        return f"first at byte {first}"
+    element = first // kind.itemsize
+    at = slice(element * kind.itemsize, (element + 1) * kind.itemsize)
+    before, after = np.frombuffer(a[at], kind)[0], np.frombuffer(b[at], kind)[0]
+    return f"element [{element}]: {before} in the reference call, {after} captured"
+
+
 def _in_reported_allocation(diff: Difference, captured: LaunchTrace, owned: BufferSet | None, strict: bool) -> bool:
     value = diff.value_b
     if not isinstance(value, ArrayRef) or diff.record_b is None:
@@ -412,6 +509,8 @@ def reported_allocation(alloc: Allocation, owned: BufferSet | None, strict: bool
     """
     if alloc.how == "wrapped" and owned is not None and owned.find(alloc.start) is not None:
         return False  # host memory the owners keep, wrapped: nothing was allocated
+    if alloc.how == "structure":
+        return False  # Warp's rule for structures: structures_made()
     return strict or alloc.from_host
 
 
@@ -459,9 +558,75 @@ def allocations(captured: LaunchTrace, owned: BufferSet | None = None, *, strict
 _OWN_IT = "allocate the buffer once, outside the captured call, and keep it on the producer"
 
 
+#: Structures Warp builds natively when they are made (a HashGrid is made empty; its build
+#: is an operation a CPU graph records since Warp 1.16).
+_BUILT_WHEN_MADE = frozenset({"Bvh", "Mesh", "Volume"})
+
+
+def structures_made(captured: LaunchTrace, owned: BufferSet | None, device: str) -> list[Finding]:
+    """One ``per-call-allocation`` per mesh, hash grid, BVH, volume or texture made during
+    the captured call whose id an operation uses, where Warp's rule makes the replay wrong.
+
+    On the CPU the structure lives on the host and a CPU graph bakes its id: valid on every
+    replay while someone keeps the structure, freed with its last reference otherwise. So
+    one the owners keep (``self.grid = wp.HashGrid(...)``, then ``build``) is fine, one they
+    drop is not; a BVH, mesh or volume is built when it is made, natively, outside the graph:
+    every replay keeps the capture call's (a ``capture-error``, as ``Mesh.refit`` is).
+    In a CUDA capture Warp's constructors upload the structure's descriptor from host memory
+    that lives only for the call (``wp_memcpy_h2d`` from a local in ``warp/native``; without
+    the memory pool they cannot allocate while capturing at all): a replay re-reads it.
+    """
+    made = {a.start: a for a in captured.allocations if a.how == "structure" and a.nbytes == 1}
+    if not made:
+        return []
+    findings = []
+    for index, record in enumerate(captured.records):
+        for name, value in record.args.items():
+            alloc = made.pop(value, None) if type(value) is int else None
+            if alloc is None:
+                continue
+            kind = "per-call-allocation"
+            if device.startswith("cpu") and alloc.dtype in _BUILT_WHEN_MADE:
+                kind = "capture-error"
+                why = (
+                    "is built when it is made, natively, which a CPU graph does not record: every replay uses the "
+                    "structure the capture call built"
+                )
+                fix = "make it once, outside the captured call, and refit or rebuild it inside the call"
+            elif device.startswith("cpu"):
+                if owned is None or owned.handle(alloc.start) is not None:
+                    continue  # kept by the owners: the graph's id stays valid
+                why = "that no owner keeps: Warp frees it with its last reference, and every replay uses its id"
+                fix = "keep the structure on the producer (self.grid = ...), or make it once, outside the call"
+            else:
+                why = (
+                    "inside a CUDA capture: Warp uploads its descriptor from host memory that lives only for the call, "
+                    "which every replay reads again"
+                )
+                fix = "make the structure once, outside the captured call, and rebuild or refit it inside the call"
+            findings.append(
+                make_finding(
+                    kind,
+                    record.kernel,
+                    kernel=record.kernel,
+                    arg=name,
+                    index=index,
+                    site=record.site,
+                    captured=alloc.label,
+                    values=f"{alloc.label} made by wp.{alloc.via} at {alloc.site.short} during the call {why}",
+                    detail={"allocated at": alloc.site, "id": alloc.start, "how": alloc.how},
+                    fix=fix,
+                )
+            )
+    return findings
+
+
 def graph_owned(captured: LaunchTrace, owned: BufferSet | None = None, *, strict: bool = False) -> str | None:
     """A note on the device temporaries the captured call made, which the graph owns."""
-    temporaries = [a for a in captured.allocations if not reported_allocation(a, owned, strict) and not a.from_host]
+    temporaries = [
+        a for a in captured.allocations
+        if not reported_allocation(a, owned, strict) and not a.from_host and a.how != "structure"
+    ]  # fmt: skip
     if not temporaries:
         return None
     count, nbytes = len(temporaries), sum(a.nbytes for a in temporaries)
@@ -866,6 +1031,10 @@ def comparison(
         remarks: list[str] = []
         found = drift(reference, captured, owned, strict=strict, notes=uncompared, first_call=first_call,
                       against=against, remarks=remarks)  # fmt: skip
+        if against == REFERENCE_CALL:
+            # Only a call made just before the capture reads the host memory the program left
+            # for it: staging fed between replays differs from what an earlier capture read.
+            found += host_inputs(reference, captured, owned)
         return Outcome(found, ["compare"], [("compare", why) for why in uncompared], remarks)
     if validated_before:
         return Outcome(skipped=[("compare", VALIDATED_BEFORE), ("ownership", VALIDATED_BEFORE)])
@@ -877,7 +1046,7 @@ def host_rules(captured: LaunchTrace, owned: BufferSet | None, *, strict: bool, 
     could not decode, and on the CPU what a CUDA capture could not do."""
     out = Outcome(ran=["allocations"])
     if captured.allocations:
-        out.findings += allocations(captured, owned, strict=strict)
+        out.findings += allocations(captured, owned, strict=strict) + structures_made(captured, owned, device)
         temporaries = graph_owned(captured, owned, strict=strict)
         if temporaries:
             out.notes.append(temporaries)

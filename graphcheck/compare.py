@@ -271,18 +271,25 @@ def _compare(
                     shown_b = vb if not field else ArrayRef(pb, 0)
                     out.append(Difference("arg", i, j, ra, rb, name + field, shown_a, shown_b, text_a, text_b))
         elif scalars and not values_equal(va, vb):
-            where_a, where_b = _handle(buffers, va), _handle(buffers, vb)
+            (loc_a, where_a), (loc_b, where_b) = _handle(trace_a, ra, buffers, va), _handle(trace_b, rb, buffers, vb)
             if where_a is None and where_b is None:
                 out.append(Difference("arg", i, j, ra, rb, name, va, vb))
-            else:  # the id of a mesh, hash grid, BVH or volume: another structure is another buffer
+            elif loc_a != loc_b:  # the id of a structure: another structure is another buffer
                 out.append(Difference("arg", i, j, ra, rb, name, va, vb, where_a or repr(va), where_b or repr(vb)))
     return out
 
 
-def _handle(buffers: BufferSet | None, value: Any) -> str | None:
-    """The owner path of a structure whose id ``value`` is (see :meth:`BufferSet.handle`), else None."""
+def _handle(trace: LaunchTrace, record: LaunchRecord, buffers: BufferSet | None, value: Any) -> tuple[Any, str | None]:
+    """``(comparable location, readable location)`` of a structure whose id ``value`` is (a
+    mesh, hash grid, BVH, volume or texture): one the call made, matched by order of
+    creation as temporaries are, or an owned one (see :meth:`BufferSet.handle`); else
+    ``(value, None)``."""
+    if type(value) is int and value > 0xFFFF:
+        made = trace.allocation_at(value, record.seq)
+        if made is not None and made.start == value and made.nbytes == 1:
+            return _where(trace, record, value, None)
     hit = buffers.handle(value) if buffers is not None else None
-    return hit.label if hit is not None else None
+    return (hit, hit.label) if hit is not None else (value, None)
 
 
 def _same(ra: LaunchRecord, rb: LaunchRecord, streams: bool) -> bool:

@@ -72,6 +72,8 @@ class LaunchRecord:
             capture open (before or after one, or while the user paused it); None for
             every other operation (the CPU, one in the capture, one the driver could not
             place).
+        host_bytes: for a copy from host memory (a CPU or pinned array), what the source
+            held when the copy was issued (its bytes, or a digest of large ones); else None.
     """
 
     __slots__ = (
@@ -89,6 +91,7 @@ class LaunchRecord:
         "capture",
         "cuda",
         "device",
+        "host_bytes",
         "internal",
         "kernel_object",
         "kind",
@@ -150,6 +153,7 @@ class LaunchRecord:
         self.tile_block_dim: int | None = None
         self.capture: CaptureSpan | None = None
         self.uncaptured: int | None = None
+        self.host_bytes: bytes | None = None
 
     # -- what -----------------------------------------------------------------------------
 
@@ -356,7 +360,9 @@ class Allocation:
         via: the Warp function the user called (``"zeros"``, ``"clone"``, ``"array"``...).
         how: ``"allocated"`` (content produced on the device: ``wp.zeros``, ``wp.empty``,
             ``wp.clone``...), ``"uploaded"`` (``wp.array(data)`` copied host data into
-            it) or ``"wrapped"`` (host memory Warp aliased without copying).
+            it), ``"wrapped"`` (host memory Warp aliased without copying) or
+            ``"structure"`` (a mesh, hash grid, BVH, volume or texture made: its id, one
+            byte, or a host texture's texels).
         label: what it is: ``"float32[64] on cpu"``.
         dtype: its element type's name (``"float32"``).
     """
@@ -377,7 +383,7 @@ class Allocation:
     @property
     def from_host(self) -> bool:
         """Whether its content comes from host memory (``wp.array(data)``, a wrapped buffer)."""
-        return self.how != "allocated"
+        return self.how in ("uploaded", "wrapped")
 
     @property
     def nbytes(self) -> int:

@@ -390,6 +390,235 @@ class AssignFreshNumpy(Producer):
         self.launch(K.integrate, [self.x, self.v, 0.1])
 
 
+# -- structures as resources: textures, and structures made during the call ----------------
+
+
+if hasattr(wp, "Texture2D"):  # Warp 1.19 and later
+
+    @wp.kernel
+    def sample_texture(tex: wp.Texture2D, out: wp.array(dtype=float)):
+        i = wp.tid()
+        out[i] = out[i] + wp.texture_sample(tex, wp.vec2(0.5, 0.5), dtype=float)
+
+
+def _texture(value, device):
+    return wp.Texture2D(np.full((4, 4), value, dtype=np.float32), device=device)
+
+
+class TextureSwap(Producer):
+    """Two textures swapped once per call, as ping-pong buffers are: the graph samples the
+    capture call's texture on every replay (buffer-drift, like a swapped mesh or volume)."""
+
+    expected = "buffer-drift"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.front, self.back = _texture(1.0, device), _texture(2.0, device)
+
+    def step(self):
+        self.launch(sample_texture, [self.front, self.x])
+        self.front, self.back = self.back, self.front
+
+
+class TextureRemadePerCall(Producer):
+    """A texture made from host data in every call: one cause, the upload a replay does not
+    run again (the texture itself is matched by order of creation)."""
+
+    expected = "per-call-allocation"
+    # The replay copies from freed host memory, which the next upload may reuse.
+    wrong_replay_on_cpu = False
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.frame = 0
+        self.tex = _texture(0.0, device)
+
+    def step(self):
+        self.frame += 1
+        self.tex = _texture(float(self.frame), self.device)
+        self.launch(sample_texture, [self.tex, self.x])
+
+
+class TextureReplacedAfterCapture(Producer):
+    """Safe to capture; afterwards the owner replaces the texture: the graph samples the old
+    one (stale before replay, as a replaced volume is)."""
+
+    expected_replay = "stale-pointer"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.tex = _texture(1.0, device)
+
+    def step(self):
+        self.launch(sample_texture, [self.tex, self.x])
+
+    def after_capture(self):
+        self.tex = _texture(5.0, self.device)
+
+
+class HashGridMadeInCall(Producer):
+    """A hash grid made inside the step and kept by the owner: on the CPU the graph rebuilds
+    it on every replay into the grid the owner keeps; a CUDA capture uploads the grid's
+    descriptor from host memory that lives only for the call."""
+
+    expected_cuda = "per-call-allocation"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.points = wp.array(np.random.default_rng(3).random((N, 3)), dtype=wp.vec3, device=device)
+        self.grid = None
+
+    def step(self):
+        self.launch(K.jitter_points, [self.points])
+        self.grid = wp.HashGrid(4, 4, 4, device=self.device)
+        self.grid.build(self.points, radius=0.25)
+        self.launch(K.count_neighbors, [self.grid.id, self.points, self.x])
+
+
+class HashGridDropped(HashGridMadeInCall):
+    """The same grid not kept: Warp frees it when the call ends, and the graph keeps its id."""
+
+    expected = "per-call-allocation"
+    # Replaying reads a freed grid: a use after free, not a value to compare.
+    wrong_replay_on_cpu = False
+
+    def step(self):
+        self.launch(K.jitter_points, [self.points])
+        grid = wp.HashGrid(4, 4, 4, device=self.device)
+        grid.build(self.points, radius=0.25)
+        self.launch(K.count_neighbors, [grid.id, self.points, self.x])
+
+
+@wp.kernel
+def shift_boxes(lower: wp.array(dtype=wp.vec3), upper: wp.array(dtype=wp.vec3)):
+    i = wp.tid()
+    lower[i] = lower[i] + wp.vec3(0.01, 0.0, 0.0)
+    upper[i] = upper[i] + wp.vec3(0.01, 0.0, 0.0)
+
+
+@wp.kernel
+def count_overlaps(bvh: wp.uint64, lower: wp.array(dtype=wp.vec3), upper: wp.array(dtype=wp.vec3),
+                   counts: wp.array(dtype=float)):  # fmt: skip
+    i = wp.tid()
+    query = wp.bvh_query_aabb(bvh, lower[i], upper[i])
+    hit = wp.int32(0)  # dynamic variables: the loop changes them
+    n = wp.float32(0.0)
+    while wp.bvh_query_next(query, hit):
+        n += 1.0
+    counts[i] = counts[i] + n
+
+
+class BvhMadeInCall(Producer):
+    """A BVH made inside the step from boxes the step moves: Warp builds it when it is made,
+    natively, which a CPU graph does not record; every replay queries the capture call's."""
+
+    expected = "capture-error"
+    expected_cuda = "per-call-allocation"
+
+    def __init__(self, device):
+        super().__init__(device)
+        corners = np.random.default_rng(1).random((N, 3)).astype(np.float32)
+        self.lower = wp.array(corners, dtype=wp.vec3, device=device)
+        self.upper = wp.array(corners + 0.2, dtype=wp.vec3, device=device)
+        self.bvh = None
+
+    def step(self):
+        self.launch(shift_boxes, [self.lower, self.upper])
+        self.bvh = wp.Bvh(self.lower, self.upper)
+        self.launch(count_overlaps, [self.bvh.id, self.lower, self.upper, self.x])
+
+
+class BvhRefitInCall(BvhMadeInCall):
+    """The cure: the BVH made once, refit inside the step (an operation the graph records)."""
+
+    expected = None
+    expected_cuda = None
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.bvh = wp.Bvh(self.lower, self.upper)
+
+    def step(self):
+        self.launch(shift_boxes, [self.lower, self.upper])
+        self.bvh.refit()
+        self.launch(count_overlaps, [self.bvh.id, self.lower, self.upper, self.x])
+
+
+# -- copy-drift: host memory the call itself writes, then uploads ---------------------------
+
+
+class StagingWrittenInCall(Producer):
+    """Owned (pinned where CUDA is) staging written inside the step, then copied up: a replay
+    copies what the capture call left there, never this frame's data."""
+
+    expected = "copy-drift"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.staging = wp.zeros(N, dtype=float, device="cpu", pinned=wp.is_cuda_available())
+        self.host = self.staging.numpy()  # a view of the staging memory, made once
+        self.frame = 0
+
+    def feed(self, frame):
+        self.host[:] = 0.25 * frame
+
+    def step(self):
+        self.frame += 1
+        self.feed(self.frame)
+        wp.copy(self.v, self.staging)
+        self.launch(K.integrate, [self.x, self.v, 0.1])
+
+
+class OwnedNumpyWrittenInCall(StagingWrittenInCall):
+    """The same with an owned numpy array uploaded by assign()."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.host = np.zeros(N, dtype=np.float32)
+
+    def step(self):
+        self.frame += 1
+        self.feed(self.frame)
+        self.v.assign(self.host)
+        self.launch(K.integrate, [self.x, self.v, 0.1])
+
+
+class StagingSameEveryCall(StagingWrittenInCall):
+    """Staging written inside the step with the same bytes every call: the replay uploads
+    what eager stepping would."""
+
+    expected = None
+
+    def step(self):
+        self.feed(1)
+        wp.copy(self.v, self.staging)
+        self.launch(K.integrate, [self.x, self.v, 0.1])
+
+
+class StagingFedBetweenReplays(StagingWrittenInCall):
+    """The canonical pattern: the program writes the staging before each replay, outside the
+    captured call, which only copies it."""
+
+    expected = None
+
+    def step(self):
+        wp.copy(self.v, self.staging)
+        self.launch(K.integrate, [self.x, self.v, 0.1])
+
+
+class SnapshotBeforeStep(Producer):
+    """The state copied aside before the step advances it: on Warp's CPU device the state is
+    host memory that differs between the calls, written by the call's own launch."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.previous = wp.zeros_like(self.x)
+
+    def step(self):
+        wp.copy(self.previous, self.x)
+        self.launch(K.integrate, [self.x, self.v, 0.1])
+
+
 # -- launch-sequence-drift ----------------------------------------------------------------
 
 
@@ -1209,7 +1438,17 @@ UNSAFE = [
     LazySelfCapture,
     GenericOverloads,
     NumpyArgument,
+    StagingWrittenInCall,
+    OwnedNumpyWrittenInCall,
+    TextureSwap,
+    TextureRemadePerCall,
+    HashGridDropped,
+    BvhMadeInCall,
 ]
+#: What needs a newer Warp than the oldest supported (see tests/releases.py).
+NEEDS_APIC = {NestedGraphLaunch, LazySelfCapture, GenericOverloads, NumpyArgument, InlineInnerStep, OneKernelPerDtype}
+NEEDS_TEXTURES = {TextureSwap, TextureRemadePerCall, TextureReplacedAfterCapture}
+NEEDS_HASH_GRID_RECORDS = {HashGridRebuild, HashGridMadeInCall, HashGridDropped, BvhRefitInCall}
 STALE = [
     ReassignedAfterCapture,
     FreedScratch,
@@ -1218,6 +1457,7 @@ STALE = [
     DequeHistoryPushed,
     PartialLauncherRebound,
     DefaultRebound,
+    TextureReplacedAfterCapture,
 ]
 SAFE = [
     ZerosPerCall,
@@ -1248,5 +1488,10 @@ SAFE = [
     InlineInnerStep,
     OneKernelPerDtype,
     DeviceArgument,
+    StagingSameEveryCall,
+    StagingFedBetweenReplays,
+    SnapshotBeforeStep,
+    HashGridMadeInCall,
+    BvhRefitInCall,
 ]
 ALL = UNSAFE + STALE + SAFE

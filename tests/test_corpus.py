@@ -9,14 +9,36 @@ import warp as wp
 import graphcheck as gc
 from graphcheck.buffers import arrays_of
 from tests import kernels as K, producers as P
-from tests.releases import CAPTURE_ERROR_ON_READBACK, CPU_GRAPH_RECORDS_HASH_GRID
+from tests.releases import APIC_CPU_GRAPHS, CAPTURE_ERROR_ON_READBACK, CPU_GRAPH_RECORDS_HASH_GRID, TEXTURES
 
 DEVICE = "cpu"
-UNSAFE = [pytest.param(p, marks=CAPTURE_ERROR_ON_READBACK) if p is P.ReductionReadback else p for p in P.UNSAFE]
-SAFE = [pytest.param(p, marks=CPU_GRAPH_RECORDS_HASH_GRID) if p is P.HashGridRebuild else p for p in P.SAFE]
 
 
-@pytest.mark.parametrize("producer", UNSAFE, ids=lambda p: p.__name__)
+def _marked(producer):
+    """The producer, skipped on a Warp that lacks what it needs."""
+    marks = [
+        mark
+        for mark, needs in (
+            (CAPTURE_ERROR_ON_READBACK, {P.ReductionReadback}),
+            (CPU_GRAPH_RECORDS_HASH_GRID, P.NEEDS_HASH_GRID_RECORDS),
+            (APIC_CPU_GRAPHS, P.NEEDS_APIC),
+            (TEXTURES, P.NEEDS_TEXTURES),
+        )
+        if producer in needs
+    ]  # fmt: skip
+    return pytest.param(producer, marks=marks) if marks else producer
+
+
+def _name(producer):
+    return producer.__name__
+
+
+UNSAFE = [_marked(p) for p in P.UNSAFE]
+SAFE = [_marked(p) for p in P.SAFE]
+STALE = [_marked(p) for p in P.STALE]
+
+
+@pytest.mark.parametrize("producer", UNSAFE, ids=_name)
 def test_unsafe_producer_is_caught_with_its_kind(producer):
     p = producer(DEVICE)
     checked = gc.capture(p.step, device=DEVICE, owners=(p,), on_failure="log")
@@ -26,7 +48,7 @@ def test_unsafe_producer_is_caught_with_its_kind(producer):
         assert finding.fix and finding.fix in finding.message
 
 
-@pytest.mark.parametrize("producer", UNSAFE, ids=lambda p: p.__name__)
+@pytest.mark.parametrize("producer", UNSAFE, ids=_name)
 def test_unsafe_producer_raises_by_default(producer):
     p = producer(DEVICE)
     with pytest.raises(gc.GraphCheckError) as error:
@@ -36,7 +58,7 @@ def test_unsafe_producer_raises_by_default(producer):
     assert not error.value.report.ok
 
 
-@pytest.mark.parametrize("producer", SAFE + P.STALE, ids=lambda p: p.__name__)
+@pytest.mark.parametrize("producer", SAFE + STALE, ids=_name)
 def test_safe_producer_passes_and_replays(producer):
     p = producer(DEVICE)
     checked = gc.capture(p.step, device=DEVICE, owners=(p,))
@@ -46,7 +68,7 @@ def test_safe_producer_passes_and_replays(producer):
     assert checked.check_replay().ok
 
 
-@pytest.mark.parametrize("producer", P.STALE + [P.ContentsChangedInPlace], ids=lambda p: p.__name__)
+@pytest.mark.parametrize("producer", [*STALE, P.ContentsChangedInPlace], ids=_name)
 def test_replay_check_after_the_producer_changed(producer):
     p = producer(DEVICE)
     checked = gc.capture(p.step, device=DEVICE, owners=(p,))
@@ -113,20 +135,20 @@ def test_the_corpus_is_large_enough():
     }  # fmt: skip
 
 
-@pytest.mark.parametrize("producer", SAFE, ids=lambda p: p.__name__)
+@pytest.mark.parametrize("producer", SAFE, ids=_name)
 def test_safe_producer_replays_like_an_eager_twin(producer):
     report = gc.verify_replay(producer, steps=4, device=DEVICE, on_failure="ignore")
     assert report.ok and "values" in report.checks, str(report)
 
 
-@pytest.mark.parametrize("producer", [p for p in P.UNSAFE if p.wrong_replay_on_cpu], ids=lambda p: p.__name__)
+@pytest.mark.parametrize("producer", [_marked(p) for p in P.UNSAFE if p.wrong_replay_on_cpu], ids=_name)
 def test_unsafe_producer_replays_wrong(producer):
     # The verdict is a claim: where the CPU can show it, replaying differs from stepping.
     report = gc.verify_replay(producer, steps=4, device=DEVICE, on_failure="ignore")
     assert "replay-divergence" in report.kinds(), str(report)
 
 
-@pytest.mark.parametrize("producer", [p for p in P.ALL if p.expected_strict], ids=lambda p: p.__name__)
+@pytest.mark.parametrize("producer", [p for p in P.ALL if p.expected_strict], ids=_name)
 def test_strict_ownership_reports_device_temporaries(producer):
     p = producer(DEVICE)
     checked = gc.capture(p.step, device=DEVICE, owners=(p,), on_failure="log", strict_ownership=True)
@@ -139,3 +161,61 @@ def test_graph_owned_temporaries_are_noted_with_their_bytes():
     checked = gc.capture(p.step, device=DEVICE, owners=(p,))
     assert checked.report.ok
     assert any("1 graph-owned allocation made during the call (256 bytes)" in n for n in checked.report.notes)
+
+
+def test_staging_fed_between_replays_replays_like_an_eager_twin():
+    """The canonical pattern stays clean, and its replays upload each frame's data."""
+    eager, captured = P.StagingFedBetweenReplays(DEVICE), P.StagingFedBetweenReplays(DEVICE)
+    eager.feed(1)
+    eager.step()
+    captured.feed(1)
+    checked = gc.capture(captured.step, device=DEVICE, owners=(captured,))
+    assert checked.report.ok, str(checked.report)
+    for frame in range(2, 6):
+        eager.feed(frame)
+        eager.step()
+        captured.feed(frame)
+        checked.launch()
+        np.testing.assert_array_equal(eager.x.numpy(), captured.x.numpy())
+
+
+def test_staging_written_in_the_call_names_the_buffer_and_the_values():
+    p = P.StagingWrittenInCall(DEVICE)
+    checked = gc.capture(p.step, device=DEVICE, owners=(p,), on_failure="ignore")
+    (finding,) = checked.report.findings
+    assert (finding.kind, finding.arg) == ("copy-drift", "src"), str(checked.report)
+    assert "owner.staging" in finding.message and "element [0]: 0.25 in the reference call, 0.5 captured" in (
+        finding.message
+    )
+    assert "outside the captured call" in finding.fix
+
+
+@APIC_CPU_GRAPHS
+@pytest.mark.parametrize("producer", [P.NestedGraphLaunch, P.LazySelfCapture], ids=_name)
+def test_a_graph_launched_in_a_cpu_capture_is_one_capture_error(producer):
+    # A solver that captures itself lazily is the same cause, not a sequence drift.
+    p = producer(DEVICE)
+    checked = gc.capture(p.step, device=DEVICE, owners=(p,), on_failure="ignore")
+    (finding,) = checked.report.findings
+    assert finding.kind == "capture-error" and finding.kernel == "wp.capture_launch", str(checked.report)
+    assert "do not record a graph launched inside a capture" in finding.message
+    assert finding.site is not None and finding.site.function == f"{producer.__name__}.step"
+
+
+@APIC_CPU_GRAPHS
+def test_a_numpy_argument_is_a_capture_error_at_the_launch_not_a_traceback():
+    p = P.NumpyArgument(DEVICE)
+    checked = gc.capture(p.step, device=DEVICE, owners=(p,), on_failure="ignore")
+    (finding,) = checked.report.findings
+    assert finding.kind == "capture-error" and checked.graph is None
+    assert finding.message.startswith("a numpy array passed to wp.launch: the capture failed with AttributeError")
+    assert "keep a device array" in finding.fix
+    assert finding.site is not None and finding.site.function == "Producer.launch"
+
+
+@TEXTURES
+def test_a_texture_remade_per_call_is_one_finding_naming_the_texture():
+    p = P.TextureRemadePerCall(DEVICE)
+    checked = gc.capture(p.step, device=DEVICE, owners=(p,), on_failure="ignore")
+    (finding,) = checked.report.findings
+    assert finding.kind == "per-call-allocation" and "wp.Texture2D" in finding.message, str(checked.report)

@@ -12,6 +12,7 @@ import warp as wp
 import graphcheck as gc
 from graphcheck.values import compare
 from tests import producers as corpus, value_producers as P
+from tests.releases import APIC_CPU_GRAPHS
 
 DEVICE = "cpu"
 
@@ -42,6 +43,7 @@ def test_warp_replays_one_overload_for_both():
     assert a.numpy().tolist() != [1.0, 1.0, 1.0]  # eager stepping gives [1, 1, 1]
 
 
+@APIC_CPU_GRAPHS
 def test_overloads_are_a_capture_error_and_a_replay_divergence():
     report = gc.verify_replay(P.Overloads, device=DEVICE, on_failure="ignore")
     assert set(report.kinds()) == {"capture-error", "replay-divergence"}, str(report)
@@ -67,6 +69,7 @@ def test_one_kernel_per_dtype_is_clean_and_replays_as_eager():
     assert gc.verify_replay(P.OneKernelPerDtype, steps=4, device=DEVICE).ok
 
 
+@APIC_CPU_GRAPHS
 def test_cast_in_both_directions_diverges():
     report = gc.verify_replay(P.CastBothWays, device=DEVICE, on_failure="ignore")
     assert set(report.kinds()) == {"capture-error", "replay-divergence"}, str(report)

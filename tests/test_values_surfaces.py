@@ -15,8 +15,8 @@ FACTORIES = """
 from tests import value_producers as P
 
 
-def overloads(device=None):
-    return P.Overloads(device or "cpu")
+def host_view(device=None):
+    return P.HostViewWrite(device or "cpu")
 
 
 def shared(device=None):
@@ -35,16 +35,16 @@ def factories(tmp_path):
 
 
 def test_check_values_finds_the_divergence_the_structure_misses(factories):
-    structural = graphcheck("check", "valuefactories:overloads", "--device", "cpu", cwd=factories)
+    structural = graphcheck("check", "valuefactories:host_view", "--device", "cpu", cwd=factories)
     assert structural.returncode == 0, structural.stdout + structural.stderr
-    result = graphcheck("check", "valuefactories:overloads", "--device", "cpu", "--values", cwd=factories)
+    result = graphcheck("check", "valuefactories:host_view", "--device", "cpu", "--values", cwd=factories)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "replay-divergence (1)" in result.stdout and "producer.a after step 2" in result.stdout
-    as_json = graphcheck("check", "valuefactories:overloads", "--values", "--json", "--steps", "2", cwd=factories)
+    assert "replay-divergence (2)" in result.stdout and "producer.x after step 3" in result.stdout
+    as_json = graphcheck("check", "valuefactories:host_view", "--values", "--json", "--steps", "3", cwd=factories)
     document = json.loads(as_json.stdout)
     (report,) = document["reports"]
-    assert [f["kind"] for f in report["findings"]] == ["replay-divergence"] and report["source"] == "values"
-    allowed = graphcheck("check", "valuefactories:overloads", "--values", "--allow", "replay-divergence", cwd=factories)
+    assert {f["kind"] for f in report["findings"]} == {"replay-divergence"} and report["source"] == "values"
+    allowed = graphcheck("check", "valuefactories:host_view", "--values", "--allow", "replay-divergence", cwd=factories)
     assert allowed.returncode == 0, allowed.stdout + allowed.stderr
 
 
@@ -71,7 +71,7 @@ from tests import value_producers as P
 def test_values(graphcheck):
     assert graphcheck.verify_replay(P.Plain, steps=3).ok
     with pytest.raises(gc.GraphCheckError):
-        graphcheck.verify_replay(P.Overloads)
+        graphcheck.verify_replay(P.HostViewWrite)
 
 
 def test_kit(graphcheck):
@@ -89,4 +89,4 @@ def test_fixture_methods_keep_their_reports(inner: pytest.Pytester):  # noqa: F8
     written = json.loads((inner.path / "out.json").read_text())
     sources = [v["source"] for v in written["reports"]]
     assert sources == ["verify_replay", "verify_replay", "check_producer", "check_producer"]
-    assert written["totals"]["kinds"] == {"replay-divergence": 1, "shared-buffer": 1}
+    assert written["totals"]["kinds"] == {"replay-divergence": 2, "shared-buffer": 1}

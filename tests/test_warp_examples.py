@@ -45,7 +45,7 @@ import pytest
 import warp as wp
 
 import graphcheck as gc
-from tests.releases import needs_warp
+from tests.releases import APIC_CPU_GRAPHS, needs_warp
 
 DEVICE = "cpu"
 ROOT = Path(__file__).resolve().parents[1]
@@ -203,6 +203,7 @@ class CastThereAndBack:
         wp.utils.array_cast(in_array=self.wide, out_array=self.narrow)
 
 
+@APIC_CPU_GRAPHS
 def test_two_overloads_of_one_generic_kernel_in_a_cpu_graph():
     with wp.ScopedDevice(DEVICE):
         producer = CastThereAndBack()

@@ -94,6 +94,22 @@ class OneKernelPerDtype(Overloads):
         wp.launch(add_one_double, dim=N, inputs=[self.b], device=self.b.device)
 
 
+class HostViewWrite(Plain):
+    """On Warp's CPU device, the step writes an array's memory through a numpy view of it
+    (no Warp operation): the graph has nothing of the write, and every launch, address and
+    scalar matches, so only the values show that replays never write it."""
+
+    def __init__(self, device: str) -> None:
+        super().__init__(device)
+        self.calls = 0
+        self.v_host = self.v.numpy()  # a view on the CPU: writes reach the array itself
+
+    def step(self) -> None:
+        self.calls += 1
+        self.v_host[:] = 0.1 * self.calls
+        wp.launch(integrate, dim=N, inputs=[self.x, self.v, 0.1], device=self.x.device)
+
+
 class CastBothWays:
     """The same Warp behaviour with a cast in both directions (float32 -> float64 -> float32)."""
 

@@ -72,6 +72,7 @@ from .objects import (
     device_stream_handle,
     dtype_name,
     get_device,
+    host_contents,
     in_capture_machinery,
     is_array,
     is_dense_array,
@@ -91,7 +92,9 @@ from .objects import (
     stream_is_capturing,
     struct_bytes,
     struct_fields,
+    structure_classes,
     structure_handle,
+    structure_memory,
 )
 from .version import (
     TESTED_WARP_VERSIONS,
@@ -159,6 +162,7 @@ __all__ = [
     "graph_handle",
     "graph_module_execs",
     "hooks_installed",
+    "host_contents",
     "in_capture_machinery",
     "is_array",
     "is_dense_array",
@@ -189,5 +193,7 @@ __all__ = [
     "struct_bytes",
     "struct_fields",
     "struct_param_slices",
+    "structure_classes",
     "structure_handle",
+    "structure_memory",
 ]  # fmt: skip

@@ -33,6 +33,8 @@ The interposition points (Warp 1.15 to 1.19; what differs: see ``WARP_INTERNALS`
 ``launch_deterministic``      module attribute: a deterministic-mode launch's own
                               native work, one opaque operation around its phases
 ``core.wp_apic_cpu_replay_*`` ctypes attributes: ``wp.capture_launch`` of a CPU graph
+``Mesh`` ... ``Texture``      ``__init__`` (class attributes): structures made while
+``.__init__``                 recording, as allocations of their ids
 ============================  ====================================================
 
 Hooks are installed while at least one trace is active anywhere in the process and
@@ -54,7 +56,7 @@ import warp._src.context as _context
 import warp._src.types as _types
 
 from .._warnings import GraphCheckWarning, user_stacklevel
-from .objects import stream_handle
+from .objects import stream_handle, structure_classes
 from .version import _COPY_INTENT, _CPU_INVOKERS, _LAUNCH_INTENT, _NATIVE_HELPER, _fail, _runtime, check_warp
 
 # --------------------------------------------------------------------------------------
@@ -317,6 +319,10 @@ def _plan_patches(recorder: Recorder) -> list[_Patch]:
         if match:
             original = getattr(core, name)
             attr(name, core, name, _make_native_hook(name, original, match["where"] == "device"))
+    # Structures made while recording: allocations of their ids (and a host texture's texels).
+    for cls in structure_classes():
+        if "__init__" in vars(cls):
+            attr(f"{cls.__name__}.__init__", cls, "__init__", _make_structure_hook(vars(cls)["__init__"]))
     # CPU graphs replayed (wp.capture_launch): one replayed inside a CPU capture is not recorded.
     for name in _CPU_GRAPH_REPLAYS:
         original = getattr(core, name, None)
@@ -704,6 +710,21 @@ def _make_native_hook(name: str, original: Any, on_device: bool) -> Callable[...
 
     hook.__name__ = name
     return hook
+
+
+def _make_structure_hook(original: Callable[..., Any]) -> Callable[..., Any]:
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        session = current_session()
+        if session is None:
+            return original(self, *args, **kwargs)
+        place = session.structure_place()  # before the operations that fill it
+        original(self, *args, **kwargs)
+        session.on_structure(self, place)
+        return None
+
+    __init__.__qualname__ = original.__qualname__
+    __init__.__doc__ = original.__doc__
+    return __init__
 
 
 #: Warp's native CPU graph replays: a captured graph, and one loaded from a file (1.19+).

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import ctypes
+import hashlib
 import os
 import sys
 import textwrap
@@ -186,6 +187,8 @@ USER_ALLOCATORS = frozenset(
         "zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "empty", "empty_like", "clone",
         "array", "from_numpy", "contiguous", "to", "assign", "copy", "_alloc_grad", "grad", "requires_grad",
         "indexedarray", "reshape", "view", "flatten", "transpose",
+        # Structures, recorded as allocations of their id (see Session.on_structure).
+        "Mesh", "HashGrid", "Bvh", "Volume", "Texture", "Texture1D", "Texture2D", "Texture3D",
     }
 )  # fmt: skip
 
@@ -229,15 +232,48 @@ _HANDLE_TYPES = tuple(
 )  # fmt: skip
 
 
-_STRUCTURES = tuple(cls for cls in (getattr(_types, n, None) for n in ("Mesh", "HashGrid", "Bvh", "Volume")) if cls)
+def _texture_class() -> type | None:
+    try:  # Warp 1.19 and later
+        from warp._src.texture import Texture
+    except ImportError:
+        return None
+    return Texture
+
+
+#: Warp's structures, which reach kernels by an id (a texture inside its descriptor, as the
+#: field ``tex``): meshes, hash grids, BVHs, volumes and textures.
+_STRUCTURES = tuple(
+    cls for cls in (*(getattr(_types, n, None) for n in ("Mesh", "HashGrid", "Bvh", "Volume")), _texture_class()) if cls
+)
 
 
 def structure_handle(value: Any) -> int | None:
-    """The ``id`` a kernel is handed for a Warp mesh, hash grid, BVH or volume, else None."""
+    """The ``id`` a kernel is handed for a Warp mesh, hash grid, BVH, volume or texture, else None."""
     if isinstance(value, _STRUCTURES):
         handle = getattr(value, "id", None)
         return int(handle) if handle else None
     return None
+
+
+def structure_memory(value: Any) -> list[tuple[int, int, str]]:
+    """``(start, end, dtype)`` of the memory a structure's operations reach besides its id:
+    a host texture's texels (Warp copies data into them with ``wp.copy``)."""
+    ptr = getattr(value, "_host_ptr", None)
+    if not ptr or not getattr(value, "device", None) or not value.device.is_cpu:
+        return []
+    try:
+        count = 1
+        for extent in value._get_shape():
+            count *= int(extent)
+        nbytes = count * _types.type_size_in_bytes(value.dtype)
+    except (AttributeError, TypeError):
+        return []
+    return [(int(ptr), int(ptr) + nbytes, _type_name(value.dtype))]
+
+
+def structure_classes() -> tuple[type, ...]:
+    """Warp's structure classes (mesh, hash grid, BVH, volume, texture)."""
+    return _STRUCTURES
 
 
 def array_range(arr: Any) -> tuple[int, int] | None:
@@ -310,6 +346,22 @@ def array_extent(arr: Any) -> tuple[int, int, tuple[int, ...], tuple[int, ...]]:
     shape = tuple(int(s) for s in arr.shape)
     strides = tuple(int(s) for s in arr.strides)
     return ptr, span_bytes(shape, strides, _types.type_size_in_bytes(arr.dtype)), shape, strides
+
+
+#: Host contents kept whole up to this size; a digest of larger ones.
+_HOST_CONTENTS_KEPT = 1 << 16
+
+
+def host_contents(arr: Any) -> bytes | None:
+    """What a host (CPU or pinned) array holds now: its bytes (up to 64 KiB), else a digest
+    of them; None for device memory or an array that is not contiguous."""
+    if not isinstance(arr, _types.array) or not arr.device.is_cpu or not arr.is_contiguous or not arr.ptr:
+        return None
+    nbytes = int(arr.size) * _types.type_size_in_bytes(arr.dtype)
+    view = (ctypes.c_char * nbytes).from_address(int(arr.ptr))
+    if nbytes <= _HOST_CONTENTS_KEPT:
+        return bytes(view)
+    return b"digest:" + hashlib.blake2b(view, digest_size=16).digest()
 
 
 def span_bytes(shape: tuple[int, ...], strides: tuple[int, ...], elem_size: int) -> int:
