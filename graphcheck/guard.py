@@ -470,7 +470,7 @@ class GraphGuard:
         matches it, the first call's extra work was the only difference and this comparison
         is the verdict. Costs one more step of the producer, said in a note.
         """
-        with trace_launches() as again:
+        with LaunchTrace(eager=True) as again:
             self.reference()
         self.eager_calls += 1
         first = self.report
