@@ -620,3 +620,63 @@ def test_two_overloads_of_a_generic_kernel_are_a_cpu_capture_error(pair):
     same = OverloadProducer(first, first)
     assert gc.capture(same.step, device=DEVICE, owners=(same,)).report.ok
     assert gc.verify_replay(lambda: OverloadProducer(first, first), steps=2, device=DEVICE).ok
+
+
+# -- work only the first call does -----------------------------------------------------------
+# Each kind of operation as set-up on the first call only (safe: the capture is a later call, and
+# one more eager call settles the verdict) and as set-up on every odd call (the one-line twin: a
+# drift still after that call, and a replay that differs from eager stepping).
+
+SETUPS = {
+    "fill": lambda p: p.state.fill_(2.0),
+    "zero": lambda p: p.state.zero_(),
+    "copy": lambda p: wp.copy(p.state, p.x),
+    "launch": lambda p: wp.launch(_smooth, dim=SWAP_N, inputs=[p.state, p.x], device=DEVICE),
+    "assign": lambda p: p.state.assign(np.full(SWAP_N, 7.0, dtype=np.float32)),
+}
+
+
+class SetUpProducer:
+    """Sets ``state`` up (``how``) on the first call only, or with ``odd`` on every odd call;
+    then advances ``x`` from ``state`` and ``state`` from ``x``."""
+
+    how = "fill"
+    odd = False
+
+    def __init__(self, device=DEVICE):
+        self.x = wp.array(np.linspace(0.0, 1.0, SWAP_N, dtype=np.float32), device=device)
+        self.state = wp.zeros(SWAP_N, dtype=float, device=device)
+        self.calls = 0
+
+    def step(self):
+        self.calls += 1
+        if (self.calls % 2 == 1) if self.odd else (self.calls == 1):
+            SETUPS[self.how](self)
+        wp.launch(_smooth, dim=SWAP_N, inputs=[self.x, self.state], device=DEVICE)
+        wp.launch(_overwrite, dim=SWAP_N, inputs=[self.state, self.x], device=DEVICE)
+
+
+def _set_up(how, odd):
+    return type(f"SetUp_{how}_{'odd' if odd else 'first'}", (SetUpProducer,), {"how": how, "odd": odd})
+
+
+@pytest.mark.parametrize("how", list(SETUPS))
+def test_set_up_on_the_first_call_only_is_safe(how):
+    producer = _set_up(how, False)()
+    checked = gc.capture(producer.step, device=DEVICE, owners=(producer,))
+    assert checked.report.ok and checked.eager_calls == 2, str(checked.report)
+    strict = _set_up(how, False)()
+    checked = gc.capture(strict.step, device=DEVICE, owners=(strict,), on_failure="ignore", warmup=0)
+    (finding,) = checked.report.findings
+    assert finding.kind == "launch-sequence-drift" and "looks like first-call work" in finding.message
+    report = gc.verify_replay(_set_up(how, False), steps=4, device=DEVICE, on_failure="ignore")
+    assert report.ok and "values" in report.checks, str(report)
+
+
+@pytest.mark.parametrize("how", list(SETUPS))
+def test_set_up_on_every_odd_call_is_drift(how):
+    producer = _set_up(how, True)()
+    checked = gc.capture(producer.step, device=DEVICE, owners=(producer,), on_failure="ignore")
+    assert set(checked.report.kinds()) == {"launch-sequence-drift"}, str(checked.report)
+    report = gc.verify_replay(_set_up(how, True), steps=4, device=DEVICE, on_failure="ignore")
+    assert "replay-divergence" in report.kinds(), str(report)
