@@ -78,7 +78,12 @@ CLIENTS = ("newton==1.8.0", "mujoco-warp==4.0.0", "pillow")  # Pillow: two of Wa
 
 @nox.session
 def clients(session: nox.Session) -> None:
-    """Judge real Warp clients (Newton, MuJoCo Warp) on the CPU: about 1 GB of packages, so not in CI."""
+    """Judge real Warp clients on the CPU against eagerly stepped twins: about 1 GB of packages, so not in CI.
+
+    Newton's and MuJoCo Warp's capture sites tested by hand, and every example Warp ships that
+    captures, found by searching the examples: each judged by values or skipped with the reason
+    it cannot run on the CPU (docs/ci.md has the count).
+    """
     session.install("-e", ".[test]", *CLIENTS)
     session.run("python", "-m", "pytest", "tests_clients", *session.posargs)
 

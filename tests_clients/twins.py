@@ -7,6 +7,7 @@ eagerly; an unsafe one must be reported with the right kind on the right argumen
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -115,3 +116,32 @@ def assert_caught(report: gc.Report, kind: str, args: Iterable[str]) -> None:
 
 def bytes_of(array: wp.array) -> bytes:
     return np.ascontiguousarray(array.numpy()).tobytes()
+
+
+@dataclass(frozen=True)
+class Unsafe:
+    """The verdict on a site whose replay goes wrong: ``kind`` reported, on each of ``args``."""
+
+    kind: str
+    args: tuple[str, ...] = ()
+
+
+SAFE = None  # the verdict on a site that replays as eager stepping does: no finding
+
+
+def judge(make: Callable[[], Any], expected: Unsafe | None, replays: int = 2) -> None:
+    """Capture ``make().step`` with graphcheck, replay it against an eager twin, and hold the verdict to the values.
+
+    A site judged safe must replay exactly as eager stepping and have no finding; an unsafe one must
+    replay differently (the CPU shows the bug) and be reported with the right kind.
+    """
+    twins = Twins(make)
+    subject = twins.subject
+    checked = gc.capture(subject.step, owners=(subject,), on_failure="ignore")
+    wrong = replay_against_twin(checked, twins, lambda site: site.step(), replays=replays)
+    if expected is SAFE:
+        assert wrong == [], f"the site replays differently from eager stepping: {wrong}"
+        assert_no_finding(checked.report)
+    else:
+        assert wrong, "the site replays as eager stepping does: it does not show its bug on the CPU"
+        assert_caught(checked.report, expected.kind, expected.args)
