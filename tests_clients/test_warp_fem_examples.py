@@ -8,8 +8,8 @@ quadratures). Both replay bit-identically to eager stepping.
 ``example_taylor_green``'s captured step replays differently from eager stepping on the CPU, even
 without graphcheck: Warp's CPU graph replays one of two overloads of ``warp.utils._array_cast_kernel``
 (vec2f to vec2d and back, around its ``cg_solve``) writing only the first component of each vector.
-``verify_replay`` shows the divergence by values (tests/test_warp_examples.py has the minimal case,
-which graphcheck's capture checks do not catch yet).
+``verify_replay`` shows the divergence by values, and graphcheck's capture reports it as a
+capture-error (tests/test_warp_examples.py has the minimal case).
 """
 
 import importlib
@@ -18,7 +18,7 @@ import pytest
 
 import graphcheck as gc
 
-from .twins import Twins, Unsafe, WrongVerdict, assert_no_finding, judge, replay_against_twin
+from .twins import Twins, Unsafe, assert_no_finding, judge, replay_against_twin
 
 
 def warm_quadrature_cache(Example):
@@ -76,12 +76,6 @@ class TaylorGreen:
         self.example.simulate()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=WrongVerdict,
-    reason="graphcheck does not report the two overloads of warp.utils._array_cast_kernel in one CPU graph, "
-    "which Warp 1.19's CPU replay runs as one of them (capture-error on the CPU, not yet landed)",
-)
 def test_taylor_green_capture_reports_the_overloads_its_cpu_replay_runs_wrong():
     from warp.examples.fem.example_taylor_green import Example
 
