@@ -51,6 +51,11 @@ BENCHMARKS: dict[str, tuple[Callable[..., dict[str, Any]], dict[str, Any], list[
         {"launches": 50, "rounds": 5},
         [("capture_ratio_vs_eager_plus_capture", 1.2)],
     ),
+    "replay": (
+        bench_guard.bench_replay,
+        {"rounds": 100},
+        [("light_added_us", 0.5), ("baked_500_added_us", 3.0)],
+    ),
     "replay_check": (
         bench_guard.bench_replay_check,
         {"launches": 200, "buffers": 500},

@@ -7,11 +7,12 @@ baked an address of, the path to its array from the owners (``owner.state.x``,
 ``owner.buffers[3]``) and which array it was. Before a launch it follows those paths
 again in one generated function and compares identities: the same arrays at the same
 places (none freed, none reassigned, none resized, since a resized array is a new array)
-means the full check would find the same buffers there. The identities are compared as
-the bytes of the object pointers in one tuple of the objects found (one memcmp; on other
-Pythons than CPython, a tuple of ids). A weak reference to each array tells, at no cost
-per launch, when one is freed (its id could then be reused), so equal pointers are the
-same live objects.
+means the full check would find the same buffers there. Each array is compared by its id,
+a constant in the generated code; a list or tuple holding many is compared as the bytes
+of its item pointers, read in place (one copy and one memcmp; on other Pythons than
+CPython, a tuple of ids). A weak reference to each array tells, at no cost per launch,
+when one is freed (its id could then be reused), so equal ids are the same live objects:
+the probe keeps none of them alive.
 
 Whatever the probe cannot follow (a set member or another container's that cannot be
 indexed, the object a bound method is bound to, a path whose lookup fails) makes it
@@ -29,7 +30,7 @@ import re
 import struct
 import sys
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from . import _warp
@@ -118,8 +119,8 @@ class OwnersProbe:
         order = list(expressions)  # parents before children
         names = {prefix: f"v{i}" for i, prefix in enumerate(order)}
 
-        def function(name: str, results: list[str], needed: set[tuple[Any, ...]]) -> str:
-            lines = [f"def {name}(roots):"]
+        def assignments(needed: set[tuple[Any, ...]]) -> list[str]:
+            lines = []
             for prefix in order:
                 if prefix in needed:
                     parent = parents[prefix]
@@ -127,9 +128,7 @@ class OwnersProbe:
                         expressions[prefix].format(names[parent]) if parent is not None else expressions[prefix]
                     )
                     lines.append(f"    {names[prefix]} = {expression}")
-            if len(results) == 1 and results[0].startswith("*tuple("):
-                return "\n".join([*lines, f"    return {results[0][1:]}"]) + "\n"
-            return "\n".join([*lines, f"    return ({''.join(r + ', ' for r in results)})"]) + "\n"
+            return lines
 
         def with_parents(prefixes: Iterable[tuple[Any, ...]]) -> set[tuple[Any, ...]]:
             needed: set[tuple[Any, ...]] = set()
@@ -139,79 +138,128 @@ class OwnersProbe:
                     prefix = parents[prefix]  # type: ignore[assignment]
             return needed
 
-        # Many buffers in one list or tuple (owner.buffers[0..499]): the ids of the whole
-        # sequence, in one C loop, rather than one lookup per item. Any change to the
-        # sequence then counts as a change, which only costs a full check.
+        # Every object on the paths, as found now: the arrays must be arrays, and a list or
+        # tuple holding many of them is compared as one sequence.
+        everything = sorted(with_parents(leaves), key=order.index)
+        source = "\n".join(["def objects(roots):", *assignments(set(everything)), "    return ("])
+        source += "".join(f"{names[prefix]}, " for prefix in everything) + ")\n"
+        namespace: dict[str, Any] = {**keys, "_variable": variable, "_nth": nth}
+        exec(compile(source, "<graphcheck owners probe>", "exec"), namespace)
+        try:
+            found = dict(zip(everything, namespace["objects"](owners)))
+        except Exception as error:  # a path that cannot be followed by attribute and item
+            raise Unsupported(f"{error}") from None
+        arrays = [found[leaf] for leaf in leaves]
+        for array in arrays:
+            if not _warp.is_array(array):
+                raise Unsupported(f"{type(array).__name__} is not an array")
+
+        # Many buffers in one list or tuple (owner.buffers[0..499]): the item pointers of the
+        # whole sequence, read in place and compared as bytes (one copy and one memcmp), rather
+        # than one lookup and one id per item. Any change to the sequence then counts as a
+        # change, which only costs a full check.
         by_parent: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
         for leaf in leaves:
             if leaf[-1][0] == "item" and type(leaf[-1][1]) is int and leaf not in parents.values():
                 by_parent.setdefault(leaf[:-1], []).append(leaf)
-        grouped = {parent for parent, items in by_parent.items() if len(items) >= 8}
-        single_ids = [leaf for leaf in leaves if leaf[:-1] not in grouped or leaf in parents.values()]
-        grouped_order = sorted(grouped, key=order.index)
-        needed = with_parents([*single_ids, *grouped_order])
-        place_results = [names[leaf] for leaf in single_ids] + [f"*{names[parent]}" for parent in grouped_order]
-        if len(place_results) == 1 and place_results[0].startswith("*"):
-            place_results = [f"*tuple({place_results[0][1:]})"]  # one copy, not a list and then a tuple
-        id_results = [f"id({names[leaf]})" for leaf in single_ids]
-        id_results += [f"*map(id, {names[parent]})" for parent in grouped_order]
-        source = function("objects", [names[leaf] for leaf in leaves], with_parents(leaves))
-        source += function("places", place_results, needed) + function("ids", id_results, needed)
-        self.source = source
-        namespace: dict[str, Any] = {**keys, "_variable": variable, "_nth": nth}
-        exec(compile(source, "<graphcheck owners probe>", "exec"), namespace)
-        self._places = namespace["places"]
-        self._ids = namespace["ids"]
-        self._roots = owners
-        self.freed = False
-        try:
-            arrays = namespace["objects"](owners)
-        except Exception as error:  # a path that cannot be followed by attribute and item
-            raise Unsupported(f"{error}") from None
-        for array in arrays:
-            if not _warp.is_array(array):
-                raise Unsupported(f"{type(array).__name__} is not an array")
+        grouped = {
+            parent for parent, items in by_parent.items() if len(items) >= 8 and type(found[parent]) in (list, tuple)
+        }
+        singles = [leaf for leaf in leaves if leaf[:-1] not in grouped or leaf in parents.values()]
+        conditions = [f"id({names[leaf]}) == {id(found[leaf])}" for leaf in singles]
+        for number, parent in enumerate(sorted(grouped, key=order.index)):
+            conditions.append(_sequence_condition(names[parent], found[parent], number, namespace))
+        body = assignments(with_parents([*singles, *grouped]))
+        self.source = (
+            source
+            + "\n".join(
+                [
+                    "def unchanged(roots=roots, freed=freed):",
+                    "    if freed:  # (then an id may belong to another object now)",
+                    "        return False",
+                    "    try:",
+                    *("    " + line for line in body),
+                    f"        return {' and '.join(conditions) or 'True'}",
+                    "    except Exception:  # a path no longer leads anywhere: the full check says what happened",
+                    "        return False",
+                ]
+            )
+            + "\n"
+        )
         # Held weakly: a freed array, whose id a new one may take, makes the probe stale.
+        self._freed: list[bool] = []
         self._refs = [weakref.ref(array, self._on_free) for array in arrays]
-        # The objects at the places, compared by identity: as the bytes of the pointers a
-        # tuple of them holds (one C copy and one memcmp, no int per object), or by their
-        # ids where tuples are not laid out as CPython's.
-        places = self._places(owners)
-        if _pointers(places) == struct.pack(f"{len(places)}P", *map(id, places)):
-            self._expected: Any = _pointers(places)
-            self.unchanged = self._unchanged_pointers  # type: ignore[method-assign]
-        else:
-            self._expected = self._ids(owners)
+        namespace.update(roots=owners, freed=self._freed)
+        exec(compile(self.source, "<graphcheck owners probe>", "exec"), namespace)
+        #: Whether the same live arrays are still at every place (the owners unchanged).
+        self.unchanged: Callable[[], bool] = namespace["unchanged"]
+
+    @property
+    def freed(self) -> bool:
+        """Whether an array the graph baked was freed since (the probe is then stale)."""
+        return bool(self._freed)
 
     def _on_free(self, _ref: Any) -> None:
-        self.freed = True
-
-    def unchanged(self) -> bool:
-        """Whether the same live arrays are still at every place."""
-        if self.freed:
-            return False
-        try:
-            return bool(self._ids(self._roots) == self._expected)
-        except Exception:  # a path no longer leads anywhere: the full check says what happened
-            return False
-
-    def _unchanged_pointers(self) -> bool:
-        if self.freed:  # (then an id may belong to another object now)
-            return False
-        try:
-            return _pointers(self._places(self._roots)) == self._expected
-        except Exception:  # a path no longer leads anywhere: the full check says what happened
-            return False
+        self._freed.append(True)
 
 
-def _pointers(objects: tuple[Any, ...]) -> bytes:
-    """The object pointers a tuple holds, as bytes (CPython: equal to their ids packed);
-    empty where tuples are laid out otherwise. The tuple is held while it is read."""
-    if not _TUPLE_ITEMS:
-        return b""
+def _sequence_condition(name: str, sequence: Sequence[Any], number: int, namespace: dict[str, Any]) -> str:
+    """The generated test that the list or tuple ``name`` still holds the objects ``sequence``
+    holds now, in order; what it reads goes into ``namespace``.
+
+    On CPython the item pointers are read where the sequence keeps them, through a ctypes
+    view made now: only once ``name`` is the very sequence (its type, id and length), so
+    the view reads live memory, and for a list only while its item storage has not moved
+    (its ``ob_item`` pointer, read through a second view). Another sequence holding the
+    same objects (a list built again) is copied into a tuple, whose pointers are read.
+    Elsewhere, a tuple of ids.
+    """
+    count, expected = len(sequence), struct.pack(f"{len(sequence)}P", *map(id, sequence))
+    kind = type(sequence).__name__
+    namespace[f"expected{number}"] = expected
+    same = f"type({name}) is {kind} and id({name}) == {id(sequence)} and len({name}) == {count}"
+    if kind == "tuple" and _TUPLE_ITEMS:
+        items_at = id(sequence) + _TUPLE_ITEMS
+    elif kind == "list" and _LIST_ITEMS and _TUPLE_ITEMS:
+        storage = ctypes.c_void_p.from_address(id(sequence) + _LIST_ITEMS)
+        namespace[f"storage{number}"] = storage
+        same += f" and storage{number}.value == {storage.value}"
+        items_at = storage.value
+    else:
+        namespace[f"expected{number}"] = tuple(map(id, sequence))
+        return f"tuple(map(id, {name})) == expected{number}"
+    namespace[f"items{number}"] = (ctypes.c_char * len(expected)).from_address(items_at)
+    namespace["_pointers"] = _pointers
+    return f"(({same} and items{number}.raw == expected{number}) or _pointers({name}) == expected{number})"
+
+
+def _pointers(sequence: Any) -> bytes:
+    """The object pointers a copy of ``sequence`` into a tuple holds, as bytes (CPython: equal
+    to their ids packed). The tuple is held while it is read."""
+    objects = tuple(sequence)
     return ctypes.string_at(id(objects) + _TUPLE_ITEMS, _POINTER * len(objects))
 
 
-# Where a CPython tuple's items start: its items follow the fixed part inline.
+# Where a CPython tuple's items start (they follow its fixed part inline), and where a
+# list keeps the pointer to its items (after its fixed part); 0 where objects are laid out
+# otherwise (checked on a live tuple and list), and the probe compares tuples of ids.
 _POINTER = struct.calcsize("P")
-_TUPLE_ITEMS = tuple.__basicsize__ if sys.implementation.name == "cpython" and tuple.__itemsize__ == _POINTER else 0
+
+
+def _layout_offsets() -> tuple[int, int]:
+    if sys.implementation.name != "cpython":
+        return 0, 0
+    objects = (object(), object())
+    expected = struct.pack("2P", *map(id, objects))
+    tuple_items = tuple.__basicsize__ if tuple.__itemsize__ == _POINTER else 0
+    if tuple_items and ctypes.string_at(id(objects) + tuple_items, 2 * _POINTER) != expected:
+        tuple_items = 0
+    as_list = list(objects)
+    list_items = list.__basicsize__ - 2 * _POINTER  # ob_item, then allocated
+    storage = ctypes.c_void_p.from_address(id(as_list) + list_items).value
+    if not storage or ctypes.string_at(storage, 2 * _POINTER) != expected:
+        list_items = 0
+    return tuple_items, list_items
+
+
+_TUPLE_ITEMS, _LIST_ITEMS = _layout_offsets()

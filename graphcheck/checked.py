@@ -92,6 +92,9 @@ class CheckedGraph:
         self._replay_checked = False
         self._probe: OwnersProbe | None = None  # after a clean full replay check
         self.eager_calls = 0
+        # What launch() asks before it replays at once (see _replays_at_once): _never sends
+        # it the whole way (fallback, check due, probe), as until a launch went that way.
+        self._at_once: Callable[[], bool] = _never
 
     @property
     def ok(self) -> bool:
@@ -164,15 +167,36 @@ class CheckedGraph:
             GraphCheckError: when the check fails and the graph was captured with
                 ``on_failure="raise"`` and no fallback; the graph is then not launched.
         """
+        # The steady state first, in as few calls as it takes: after a launch that replayed,
+        # the owners' probe (or nothing, when no check is due) says whether this one may too.
+        if fallback is None and self._at_once():
+            _capture_launch(self.graph, stream=stream)
+            return
+        self._at_once = _never  # until this launch replays: a check that raises leaves it so
         mode = check_fallback(fallback) or self.fallback.mode
         if mode is not None and self._enabled:
             self.fallback.launch(self, mode, stream)
-            return
+        else:
+            if self.graph is None:
+                raise RuntimeError(f"there is no graph to launch: the capture failed.\n{self.report}")
+            if self._enabled:
+                self.replay_check_due(None)
+            _capture_launch(self.graph, stream=stream)
+        self._at_once = self._replays_at_once()
+
+    def _replays_at_once(self) -> Callable[[], bool]:
+        """What the next :meth:`launch` must ask to replay at once, as the whole way would
+        (no fallback in place, no check due or the probe says nothing changed)."""
         if self.graph is None:
-            raise RuntimeError(f"there is no graph to launch: the capture failed.\n{self.report}")
-        if self._enabled:
-            self.replay_check_due(None)
-        _warp.capture_launch(self.graph, stream=stream)
+            return _never
+        if not self._enabled:
+            return _always
+        if self.fallback.mode is not None and (self.fallback.report is not None or self.report.findings):
+            return _never  # the fallback steps in its place, or decides again
+        mode = self.options.replay_check
+        if mode == "never" or (mode == "first" and self._replay_checked):
+            return _always
+        return self._probe.unchanged if self._probe is not None and mode == "always" else _never
 
     def replay_check_due(self, on_failure: str | None) -> Report | None:
         """The replay check :attr:`replay_check` calls for before this launch, if any: None
@@ -209,3 +233,15 @@ class CheckedGraph:
 
     def __repr__(self) -> str:
         return f"<CheckedGraph on {self.device}: {'ok' if self.ok else dict(self.report.kinds())}>"
+
+
+def _always() -> bool:
+    return True
+
+
+def _never() -> bool:
+    return False
+
+
+# Warp's own wp.capture_launch, called directly: launch() replays the most often of anything.
+_capture_launch = _warp.ORIGINAL_CAPTURE_LAUNCH

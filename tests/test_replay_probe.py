@@ -1,6 +1,8 @@
 """The replay check before every launch (issue 15): a full check, then a cheap probe of
 the very arrays it found, and a full check again whenever one of them changed."""
 
+import warnings
+
 import numpy as np
 import pytest
 import warp as wp
@@ -145,8 +147,8 @@ def test_many_buffers_in_one_list_are_compared_as_one_sequence():
     sim = Sim()
     sim.bufs = [wp.zeros(N, dtype=float, device="cpu") for _ in range(12)]
     probe = OwnersProbe((sim,), [f"owner.bufs[{i}]" for i in range(10)] + ["owner.x"], single=True)
-    places = probe.source.split("def places")[1].split("def ids")[0]
-    assert places.count("[") == 1 and "*v" in places  # roots[0], then the list unpacked in one C loop
+    unchanged = probe.source.split("def unchanged")[1]
+    assert unchanged.count("v1[") == 0 and "items0.raw" in unchanged  # no item looked up: the list's pointers
     assert probe.unchanged()
     replaced = sim.bufs[3]
     sim.bufs[3] = wp.zeros(N, dtype=float, device="cpu")
@@ -164,3 +166,46 @@ def test_without_a_probe_every_launch_is_a_full_check(full_checks):
     checked.launch()
     checked.launch()
     assert len(full_checks) == 2
+
+
+def test_a_dict_of_many_buffers_is_compared_by_its_values():
+    sim = Sim()
+    sim.table = {i: wp.zeros(N, dtype=float, device="cpu") for i in range(10)}  # int keys: labels "[3]", like a list's
+    probe = OwnersProbe((sim,), [f"owner.table[{i}]" for i in range(10)], single=True)
+    assert probe.unchanged()
+    kept = sim.table[3]
+    sim.table[3] = wp.zeros(N, dtype=float, device="cpu")
+    assert not probe.unchanged()
+    sim.table[3] = kept
+    assert probe.unchanged()
+
+
+def test_a_list_whose_storage_moved_or_was_built_again_is_compared_by_its_items():
+    sim = Sim()
+    sim.bufs = [wp.zeros(N, dtype=float, device="cpu") for _ in range(12)]
+    probe = OwnersProbe((sim,), [f"owner.bufs[{i}]" for i in range(12)], single=True)
+    kept = list(sim.bufs)
+    sim.bufs.extend([None] * 10_000)  # the list's item storage moves
+    del sim.bufs[12:]
+    assert probe.unchanged()
+    sim.bufs[0] = wp.zeros(N, dtype=float, device="cpu")
+    assert not probe.unchanged()
+    sim.bufs = tuple(kept)
+    assert probe.unchanged()
+    sim.bufs = (*kept[:11], wp.zeros(N, dtype=float, device="cpu"))
+    assert not probe.unchanged()
+
+
+@pytest.mark.parametrize("mode, checks", [("always", 2), ("first", 0), ("never", 0)])
+def test_every_launch_after_a_change_is_checked_as_replay_check_says(mode, checks, full_checks):
+    sim = Sim()
+    checked = gc.capture(sim.step, device="cpu", owners=(sim,), replay_check=mode, on_failure="warn")
+    for _ in range(3):
+        checked.launch()
+    sim.x = wp.zeros(N, dtype=float, device="cpu")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        checked.launch()
+        checked.launch()  # a stale graph warns at every launch that checks
+    assert len(full_checks) == (1 if mode != "never" else 0) + checks
+    assert sum("stale-pointer" in str(w.message) for w in caught) == checks
