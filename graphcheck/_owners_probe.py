@@ -84,22 +84,35 @@ class OwnersProbe:
         owners: the owners, as the guard walked them.
         labels: the labels of the owned buffers the graph baked addresses of.
         single: whether the owners were walked as one ``owner`` (else ``owners[i]``).
+        values: ``(label, bytes baked)`` of the structs and ``wp.Launch`` commands the graph
+            baked bytes of (see :func:`graphcheck._warp.baked_by_value`): the same objects
+            must be there, holding the same bytes.
 
     Raises:
-        Unsupported: when a label cannot be followed to a live array.
+        Unsupported: when a label cannot be followed to a live array (or struct, or command).
     """
 
-    def __init__(self, owners: tuple[Any, ...], labels: Iterable[str], single: bool) -> None:
+    def __init__(
+        self,
+        owners: tuple[Any, ...],
+        labels: Iterable[str],
+        single: bool,
+        values: Iterable[tuple[str, tuple[bytes, ...]]] = (),
+    ) -> None:
+        values = list(values)
+        labels = [*labels, *(label for label, _ in values)]
         parents: dict[tuple[Any, ...], tuple[Any, ...] | None] = {}
         expressions: dict[tuple[Any, ...], str] = {}
         keys: dict[str, Any] = {}
         leaves: list[tuple[Any, ...]] = []
+        leaf_of: dict[str, tuple[Any, ...]] = {}
         for label in sorted(set(labels)):
             index, steps = _parse(label)
             if index >= (1 if single else len(owners)):
                 raise Unsupported(label)
             path: tuple[Any, ...] = (index, *steps)
             leaves.append(path)
+            leaf_of[label] = path
             for depth in range(1, len(path) + 1):
                 prefix = path[:depth]
                 if prefix in expressions:
@@ -150,8 +163,9 @@ class OwnersProbe:
         except Exception as error:  # a path that cannot be followed by attribute and item
             raise Unsupported(f"{error}") from None
         arrays = [found[leaf] for leaf in leaves]
-        for array in arrays:
-            if not _warp.is_array(array):
+        value_leaves = {leaf_of[label] for label, _ in values}
+        for leaf, array in zip(leaves, arrays):
+            if not _warp.is_array(array) and (_warp.baked_by_value(array) is None or leaf not in value_leaves):
                 raise Unsupported(f"{type(array).__name__} is not an array")
 
         # Many buffers in one list or tuple (owner.buffers[0..499]): the item pointers of the
@@ -169,6 +183,8 @@ class OwnersProbe:
         conditions = [f"id({names[leaf]}) == {id(found[leaf])}" for leaf in singles]
         for number, parent in enumerate(sorted(grouped, key=order.index)):
             conditions.append(_sequence_condition(names[parent], found[parent], number, namespace))
+        for number, (label, baked) in enumerate(values):
+            conditions.append(_value_condition(names[leaf_of[label]], found[leaf_of[label]], baked, number, namespace))
         body = assignments(with_parents([*singles, *grouped]))
         self.source = (
             source
@@ -203,7 +219,7 @@ class OwnersProbe:
         self._freed.append(True)
 
 
-def _sequence_condition(name: str, sequence: Sequence[Any], number: int, namespace: dict[str, Any]) -> str:
+def _sequence_condition(name: str, sequence: Sequence[Any], number: int | str, namespace: dict[str, Any]) -> str:
     """The generated test that the list or tuple ``name`` still holds the objects ``sequence``
     holds now, in order; what it reads goes into ``namespace``.
 
@@ -231,6 +247,28 @@ def _sequence_condition(name: str, sequence: Sequence[Any], number: int, namespa
     namespace[f"items{number}"] = (ctypes.c_char * len(expected)).from_address(items_at)
     namespace["_pointers"] = _pointers
     return f"(({same} and items{number}.raw == expected{number}) or _pointers({name}) == expected{number})"
+
+
+def _value_condition(name: str, holder: Any, baked: tuple[bytes, ...], number: int, namespace: dict[str, Any]) -> str:
+    """The generated test that ``name`` (the struct or command ``holder``, by the id the
+    probe compares) still holds the bytes ``baked``; what it reads goes into ``namespace``.
+
+    A struct's bytes are read through a view of the ctypes struct Warp updates in place; a
+    command's parameters are first compared as a sequence (``set_param_*`` and ``set_dim``
+    replace them), then each read through a view (one set in place).
+    """
+    kind, parts = _warp.baked_by_value(holder)  # type: ignore[misc]
+    condition = ""
+    if kind == "launch":
+        namespace["_params"] = _warp.command_params
+        namespace[f"params{number}"] = parts
+        condition = _sequence_condition(f"_params({name})", parts, f"p{number}", namespace) + " and "
+    views = []
+    for part, (at, expected) in zip(parts, enumerate(baked)):
+        namespace[f"view{number}_{at}"] = (ctypes.c_char * ctypes.sizeof(part)).from_buffer(part)
+        namespace[f"bytes{number}_{at}"] = expected
+        views.append(f"view{number}_{at}.raw == bytes{number}_{at}")
+    return condition + " and ".join(views) if len(parts) == len(baked) else "False"
 
 
 def _pointers(sequence: Any) -> bytes:

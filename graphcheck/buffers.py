@@ -320,8 +320,27 @@ def arrays_of(*objects: Any, root: str | Sequence[str] | None = None, max_depth:
     return found
 
 
+def holders_of(
+    *objects: Any, root: str | Sequence[str] | None = None, max_depth: int = 12
+) -> tuple[BufferSet, list[tuple[str, Any]]]:
+    """:func:`buffers_of`, and ``(path, object)`` of every ``@wp.struct`` instance and
+    ``wp.Launch`` command the same walk passes: the objects whose bytes a graph bakes by
+    value (a struct's fields, a command's parameters), where it found them."""
+    holders: list[tuple[str, Any]] = []
+
+    def visit(path: str, obj: Any) -> None:
+        if _warp.baked_by_value(obj) is not None:
+            holders.append((path, obj))
+
+    return _walk(objects, root, max_depth, None, visit), holders
+
+
 def _walk(
-    objects: Sequence[Any], root: str | Sequence[str] | None, max_depth: int, found: list[tuple[str, Any]] | None
+    objects: Sequence[Any],
+    root: str | Sequence[str] | None,
+    max_depth: int,
+    found: list[tuple[str, Any]] | None,
+    visit: Callable[[str, Any], None] | None = None,
 ) -> BufferSet:
     _check_root(root)
     if isinstance(root, str):
@@ -376,6 +395,8 @@ def _walk(
         if depth > max_depth or isinstance(obj, _LEAVES):
             continue
         seen.add(id(obj))
+        if visit is not None:
+            visit(path, obj)
         kind = type(obj)
         items: Any
         if kind is list or kind is tuple:

@@ -16,22 +16,31 @@ from typing import Any
 
 from . import _warp, checks
 from ._owners_probe import OwnersProbe, Unsupported
-from .buffers import BufferSet, arrays_of, buffers_of
+from .buffers import BufferSet, arrays_of, buffers_of, holders_of
 from .fallback import Fallback, check_fallback
 from .findings import Report, act
 from .graph import GraphMatch
-from .operations import Baked
+from .operations import Baked, BakedValue
 from .options import CaptureOptions
 from .record import LaunchTrace
 
 __all__ = ["CheckedGraph", "owned_buffers"]
 
 
-def owned_buffers(owners: tuple[Any, ...] | BufferSet | None) -> BufferSet | None:
-    """The buffers ``owners`` hold now, labelled ``owner.<path>`` (``owners[i].<path>``)."""
+def owned_buffers(
+    owners: tuple[Any, ...] | BufferSet | None, holders: list[tuple[str, Any]] | None = None
+) -> BufferSet | None:
+    """The buffers ``owners`` hold now, labelled ``owner.<path>`` (``owners[i].<path>``);
+    with ``holders``, the same walk adds to it the structs and ``wp.Launch`` commands they
+    hold (see :func:`graphcheck.buffers.holders_of`)."""
     if owners is None or isinstance(owners, BufferSet):
         return owners
-    return buffers_of(*owners, root=[f"owners[{i}]" for i in range(len(owners))] if len(owners) > 1 else "owner")
+    root = [f"owners[{i}]" for i in range(len(owners))] if len(owners) > 1 else "owner"
+    if holders is None:
+        return buffers_of(*owners, root=root)
+    owned, found = holders_of(*owners, root=root)
+    holders += found
+    return owned
 
 
 def owned_arrays(owners: tuple[Any, ...] | BufferSet | None) -> dict[str, Any]:
@@ -55,6 +64,8 @@ class CheckedGraph:
         options: the :class:`~graphcheck.CaptureOptions` it was captured with.
         graph_match: on CUDA, the graph's nodes matched to the trace (None when the
             graph was not read).
+        baked_values: the bytes the graph baked by value from structs and ``wp.Launch``
+            commands the owners hold (:func:`graphcheck.replay.baked_values`).
         fallback: what :meth:`launch` runs in place of a graph that fails its checks
             (:class:`~graphcheck.fallback.Fallback`: ``.mode``, and ``.report`` once it falls back).
         eager_calls: how many times the capture called the step eagerly: ``warmup`` calls,
@@ -76,6 +87,7 @@ class CheckedGraph:
         trace: LaunchTrace | None = None,
         graph_match: GraphMatch | None = None,
         fallback: Fallback | None = None,
+        baked_values: list[BakedValue] | None = None,
     ) -> None:
         self.graph = graph
         self.graph_match = graph_match
@@ -88,6 +100,7 @@ class CheckedGraph:
         self._owners = owners
         self._bake = baked  # worked out on the first replay check: most graphs need it once
         self._baked_addresses: list[Baked] | None = None
+        self.baked_values = baked_values or []
         self._enabled = enabled
         self._replay_checked = False
         self._probe: OwnersProbe | None = None  # after a clean full replay check
@@ -125,7 +138,10 @@ class CheckedGraph:
         scratch array or a resized buffer each give a ``stale-pointer`` finding; contents
         changed in place are fine. Addresses the owners did not hold at capture were
         reported then (``foreign-buffer``, ``per-call-allocation``) and are not checked
-        again. On CUDA the addresses are read from the graph's nodes.
+        again. On CUDA the addresses are read from the graph's nodes. Bytes the graph
+        baked from a struct or a ``wp.Launch`` command the owners hold must still be
+        theirs: a field set or a parameter rebound since capture gives a ``scalar-drift``
+        (``buffer-drift`` for an array, ``dim-drift`` for a command's dimensions).
 
         Args:
             on_failure: ``"raise"``, ``"warn"``, ``"log"`` or ``"ignore"`` (default: as
@@ -148,7 +164,13 @@ class CheckedGraph:
             return Report(
                 name=name, device=device, skipped=[("replay", "no owners to check the graph's addresses against")]
             )
-        findings = checks.stale_pointers(self.baked, self.owned_buffers())
+        holders: list[tuple[str, Any]] | None = [] if self.baked_values else None
+        owned = owned_buffers(self._owners, holders) or BufferSet()
+        findings = checks.stale_pointers(self.baked, owned)
+        if holders is not None:
+            stale = {(finding.index, finding.arg) for finding in findings}  # an address said stale already
+            changed = checks.stale_values(self.baked_values, dict(holders))
+            findings += [finding for finding in changed if (finding.index, finding.arg) not in stale]
         report = Report(findings, allow=self.options.allow, name=name, device=device,
                         operations=self.report.operations, checks=["replay"])  # fmt: skip
         act(report, on_failure or self.options.on_failure)
@@ -217,8 +239,9 @@ class CheckedGraph:
         if not isinstance(owners, tuple):
             return None  # a BufferSet: its check walks nothing
         labels = [baked.label for baked in self.baked if baked.label is not None]
+        values = [(value.label, value.baked) for value in self.baked_values]
         try:
-            return OwnersProbe(owners, labels, single=len(owners) == 1)
+            return OwnersProbe(owners, labels, single=len(owners) == 1, values=values)
         except Unsupported:
             return None
 

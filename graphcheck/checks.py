@@ -19,7 +19,7 @@ reported as a per-call allocation is not reported again as drift or as foreign.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -30,12 +30,12 @@ from .buffers import buffers_of
 from .compare import Difference, compare_traces, reused, value_texts
 from .findings import KINDS, Allow, Finding, Report, make_finding
 from .operations import CPU_GRAPH_LAUNCH
-from .params import Address, ArrayRef, Opaque, ParamKind, ParamSpec
+from .params import Address, ArrayRef, Opaque, ParamKind, ParamSpec, decode, launch_dim
 from .site import CodeKind, Site
 
 if TYPE_CHECKING:
     from .buffers import BufferSet
-    from .operations import Allocation, Baked, LaunchRecord
+    from .operations import Allocation, Baked, BakedValue, LaunchRecord
     from .record import LaunchTrace
 
 __all__ = [
@@ -1155,6 +1155,61 @@ def stale_pointers(baked: Iterable[Baked], owned: BufferSet) -> list[Finding]:
             )
         )
     return findings
+
+
+def stale_values(values: Iterable[BakedValue], holders: Mapping[str, Any]) -> list[Finding]:
+    """A finding for every argument whose bytes the graph baked from an object the owners
+    hold (a struct's field, a ``wp.Launch`` command's parameter) and that the object now
+    holds otherwise: ``scalar-drift`` for a value, ``buffer-drift`` for an array,
+    ``dim-drift`` for a command's launch dimensions. The graph replays what it baked.
+
+    Args:
+        values: what the graph baked (:func:`graphcheck.replay.baked_values`).
+        holders: the owners' structs and commands now, by label.
+    """
+    findings = []
+    for value in values:
+        held = _warp.baked_by_value(holders.get(value.label))
+        if held is None or held[0] != value.kind:
+            continue  # no longer held there: nothing the graph would take from it
+        now = tuple(bytes(part) for part in held[1])
+        if now == value.baked or len(now) != len(value.baked):
+            continue
+        record, baked, params = value.record, value.params_with(value.baked), value.params_with(now)
+        layout = record.layout
+        changed: list[tuple[str, str, Any, Any]] = []
+        if params[0] != baked[0]:
+            changed.append(("dim-drift", "dim", launch_dim(layout[0], baked[0]), launch_dim(layout[0], params[0])))
+        after = decode(layout, params)
+        for name, before in decode(layout, baked).items():
+            if after.get(name) != before:
+                kind = "buffer-drift" if isinstance(before, ArrayRef) else "scalar-drift"
+                changed.append((kind, name, before, after.get(name)))
+        what = "a wp.Launch command" if value.kind == "launch" else "a struct"
+        fix = (
+            f"the graph replays what {value.label} held at capture: capture again after changing it, or keep what "
+            "changes between replays in a device array the kernel reads"
+        )
+        for kind, name, before, after_value in changed:
+            findings.append(
+                make_finding(
+                    kind,
+                    f"{record.kernel} replays {what} the owners changed since capture:",
+                    kernel=record.kernel,
+                    arg=name,
+                    index=value.index,
+                    site=record.site,
+                    reference=before,
+                    captured=after_value,
+                    values=f"{_shown(before)} baked at capture, {_shown(after_value)} in {value.label} now",
+                    fix=fix,
+                )
+            )
+    return findings
+
+
+def _shown(value: Any) -> str:
+    return str(value) if isinstance(value, ArrayRef) else repr(value)
 
 
 # Warp's own errors when work inside a capture cannot be captured.

@@ -35,9 +35,10 @@ from .config import DISABLED, disabled_by_environment
 from .fallback import Fallback, on_failure_with
 from .findings import NOT_APPLICABLE, Report, act, comment_allowances
 from .graph import GraphMatch, read_match
+from .operations import BakedValue
 from .options import CaptureOptions, check_option_names
 from .record import LaunchTrace, keep_hooks, trace_launches
-from .replay import baked_addresses
+from .replay import baked_addresses, baked_values
 from .site import CodeKind, Site, site_of
 
 __all__ = ["CheckedGraph", "GraphGuard", "capture", "checking_enabled", "judge"]
@@ -423,7 +424,8 @@ class GraphGuard:
     # -- after recording: judge -----------------------------------------------------------
 
     def _judge(self, trace: LaunchTrace, capture_error: BaseException | None) -> None:
-        owned = self._owned_after()
+        holders: list[tuple[str, Any]] = []
+        owned = self._owned_after(holders)
         user = trace.user_view()
         match = None
         if capture_error is not None:
@@ -442,7 +444,8 @@ class GraphGuard:
                 owned, match = self._retry(trace, owned, match)
             if self._mirrored_swaps():
                 owned = self._owned_after()  # one more call renamed the swapped buffers
-        self.checked = self._checked(lambda: baked_addresses(trace, user, owned, match), trace, match)
+        values = baked_values(user, holders) if self.graph is not None else []
+        self.checked = self._checked(lambda: baked_addresses(trace, user, owned, match), trace, match, values)
         self.checked.eager_calls = self.eager_calls
         if not self.report.findings and self._reference_trace is not None and self._key is not None:
             # While the validated graph lives, a later capture of the same buffers bakes the
@@ -550,7 +553,8 @@ class GraphGuard:
         if validated is None:  # the validated graph is gone: nothing to compare with
             self._judge(trace, None)
             return
-        owned = self._owned_after()
+        holders: list[tuple[str, Any]] = []
+        owned = self._owned_after(holders)
         self.report, match = judge(validated, trace, owned, self.graph, self.options, name=self.name,
                                    device=self.device, against=checks.VALIDATED_CAPTURE, site=self._site)  # fmt: skip
         note = (
@@ -566,13 +570,15 @@ class GraphGuard:
             # The same operations on the same buffers bake the validated graph's addresses.
             return earlier.baked if same else baked_addresses(trace, trace.user_view(), owned, match)
 
-        self.checked = self._checked(baked, trace, match)
+        values = baked_values(trace.user_view(), holders) if self.graph is not None else []
+        self.checked = self._checked(baked, trace, match, values)
         self.checked.eager_calls = self.eager_calls
 
-    def _owned_after(self) -> BufferSet | None:
+    def _owned_after(self, holders: list[tuple[str, Any]] | None = None) -> BufferSet | None:
         """The owners' buffers once the block ended: the one walk of the owners a capture
-        makes, by the names they hold them under now (a swapped buffer has changed names)."""
-        owned = owned_buffers(self._owners)
+        makes, by the names they hold them under now (a swapped buffer has changed names);
+        the structs and commands they hold go into ``holders`` when given."""
+        owned = owned_buffers(self._owners, holders)
         if self._explicit_owners and owned is not None and not len(owned):
             raise ValueError(
                 f"owners={self._owners!r} hold no Warp arrays: pass the objects that hold the buffers the captured "
@@ -581,7 +587,11 @@ class GraphGuard:
         return owned
 
     def _checked(
-        self, baked: Callable[[], list[Any]], trace: LaunchTrace | None, match: GraphMatch | None
+        self,
+        baked: Callable[[], list[Any]],
+        trace: LaunchTrace | None,
+        match: GraphMatch | None,
+        values: list[BakedValue] | None = None,
     ) -> CheckedGraph:
         return CheckedGraph(
             self.graph,
@@ -594,6 +604,7 @@ class GraphGuard:
             trace=trace,
             graph_match=match,
             fallback=Fallback(self.options.fallback, self._call, self._recapture),
+            baked_values=values,
         )
 
     def _recapture(self) -> CheckedGraph:

@@ -449,6 +449,37 @@ class Baked:
         return cls(ptr, max(nbytes, 1), hit.label if hit else None, index, record.kernel, arg, record.site)
 
 
+@dataclass(frozen=True)
+class BakedValue:
+    """Bytes a graph baked by value from an object the owners hold: a ``@wp.struct``
+    instance passed to a launch, or a ``wp.Launch`` command replayed in the capture.
+
+    Attributes:
+        label: where the owners held it at capture (``owner.params``, ``owner.cmd``).
+        kind: ``"struct"`` or ``"launch"`` (see :func:`graphcheck._warp.baked_by_value`).
+        baked: its bytes as the graph baked them: the struct's, or every parameter's of
+            the command, launch bounds first.
+        index: the operation's index in the capture's trace.
+        record: the operation.
+        position: where its bytes sit in ``record.param_bytes`` (a struct: its argument's
+            place; a command: 0, all of them).
+    """
+
+    label: str
+    kind: str
+    baked: tuple[bytes, ...]
+    index: int
+    record: LaunchRecord
+    position: int
+
+    def params_with(self, now: tuple[bytes, ...]) -> tuple[bytes, ...]:
+        """The operation's parameter bytes with the object's bytes ``now`` in place of the baked ones."""
+        params = self.record.param_bytes
+        if self.kind == "struct":
+            return (*params[: self.position], now[0], *params[self.position + 1 :])
+        return now
+
+
 def ended(item: Any) -> None:
     """Where recording delivers to a trace that is not recording: nowhere."""
 

@@ -7,20 +7,26 @@ holding it at capture; a temporary the capture made is the graph's own (a memory
 allocation node on CUDA, retained on the CPU) and stays unlabelled: live however the
 owners hold it later. The ids of owned meshes, hash grids, BVHs and volumes passed to
 kernels are baked like addresses, and stale once the structure is rebuilt.
+
+A graph also bakes bytes by value from objects the owners may change later: the fields of
+a ``@wp.struct`` instance passed to a launch, the parameters of a ``wp.Launch`` command
+replayed in the capture (:func:`baked_values`); the replay check compares them too.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from .operations import Baked, LaunchRecord
+from . import _warp
+from .operations import Baked, BakedValue, LaunchRecord
+from .params import ParamKind
 
 if TYPE_CHECKING:
     from .buffers import BufferSet
     from .graph import GraphMatch
     from .record import LaunchTrace
 
-__all__ = ["baked_addresses"]
+__all__ = ["baked_addresses", "baked_values"]
 
 
 def baked_addresses(
@@ -65,3 +71,41 @@ def _baked_handles(user: LaunchTrace, owned: BufferSet | None) -> list[Baked]:
         for name, value in record.args.items()
         if owned.handle(value) is not None
     ]
+
+
+def baked_values(user: LaunchTrace, holders: list[tuple[str, Any]]) -> list[BakedValue]:
+    """The bytes the graph captured in ``user`` baked from ``holders`` (``(label, object)``
+    of the owners' structs and ``wp.Launch`` commands at capture, see
+    :func:`graphcheck.buffers.holders_of`).
+
+    A struct argument whose bytes are those of exactly one owned struct of its type came
+    from it; so did a launch whose kernel and parameters are exactly one owned command's.
+    Bytes two owned objects share are left out: which one was passed cannot be told.
+    """
+    if not holders:
+        return []
+    structs: dict[tuple[type, bytes], list[str]] = {}
+    commands: dict[tuple[Any, tuple[bytes, ...]], list[str]] = {}
+    for label, obj in holders:
+        kind, parts = _warp.baked_by_value(obj)  # type: ignore[misc]
+        if kind == "struct":
+            structs.setdefault((type(parts[0]), bytes(parts[0])), []).append(label)
+        else:
+            key = (_warp.replay_config(obj)[0], tuple(bytes(p) for p in parts))
+            commands.setdefault(key, []).append(label)
+    out: list[BakedValue] = []
+    for index, record in enumerate(user.records):
+        if record.kind != "launch":
+            continue
+        params = record.param_bytes
+        if commands:
+            labels = commands.get((record.kernel_object, params), ())
+            if len(labels) == 1:
+                out.append(BakedValue(labels[0], "launch", params, index, record, 0))
+        if structs:
+            for position, spec in enumerate(record.layout[: len(params)]):
+                if spec.kind is ParamKind.STRUCT:
+                    labels = structs.get((spec.ctype, params[position]), ())
+                    if len(labels) == 1:
+                        out.append(BakedValue(labels[0], "struct", (params[position],), index, record, position))
+    return out

@@ -1004,6 +1004,43 @@ class DefaultRebound(DefaultBound):
         self.update.__kwdefaults__ = {"x": wp.clone(self.update.__kwdefaults__["x"])}
 
 
+class StructFieldSetAfterCapture(Producer):
+    """A field of a struct the producer holds and passes is set after the capture: the graph
+    keeps the value it baked (safe twin: ConstantStruct)."""
+
+    expected_replay = "scalar-drift"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.params = K.Params()
+        self.params.scratch = wp.zeros(N, dtype=float, device=device)
+        self.params.dt = 0.01
+        self.params.gravity = wp.vec3(0.0, -9.8, 0.0)
+
+    def step(self):
+        self.launch(K.with_struct, [self.x, self.params])
+
+    def after_capture(self):
+        self.params.dt = 0.02
+
+
+class CommandRebound(Producer):
+    """A recorded wp.Launch command is given another parameter after the capture: the graph
+    replays the parameter it baked (safe twin: RecordedCommand)."""
+
+    expected_replay = "scalar-drift"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.cmd = wp.launch(K.integrate, dim=N, inputs=[self.x, self.v, 0.01], device=device, record_cmd=True)
+
+    def step(self):
+        self.cmd.launch()
+
+    def after_capture(self):
+        self.cmd.set_param_by_name("dt", 0.02)
+
+
 # -- safe ---------------------------------------------------------------------------------
 
 
@@ -1458,6 +1495,8 @@ STALE = [
     PartialLauncherRebound,
     DefaultRebound,
     TextureReplacedAfterCapture,
+    StructFieldSetAfterCapture,
+    CommandRebound,
 ]
 SAFE = [
     ZerosPerCall,

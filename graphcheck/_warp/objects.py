@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import ctypes
 import hashlib
+import operator
 import os
 import sys
 import textwrap
@@ -556,6 +557,23 @@ def kernel_code(kernel: Any) -> str | None:
     """The first hex digits of a kernel's content hash (as in its mangled name), or None."""
     content = getattr(kernel, "hash", None)
     return content.hex()[:8] if isinstance(content, bytes) else None
+
+
+def baked_by_value(value: Any) -> tuple[str, list[Any]] | None:
+    """Where a graph takes bytes from ``value`` by value: ``("struct", [its ctypes struct])``
+    for a ``@wp.struct`` instance (the struct Warp keeps and updates in place on every field
+    set, nested structs included), ``("launch", <its params>)`` for a ``wp.Launch`` command
+    (the live list of packed parameters, launch bounds first, that ``set_param_*`` and
+    ``set_dim`` replace items of); else None."""
+    if isinstance(value, _codegen.StructInstance):
+        return "struct", [value.__ctype__()]
+    if isinstance(value, _context.Launch):
+        return "launch", value.params
+    return None
+
+
+#: The live list of packed parameters of a ``wp.Launch`` command (see :func:`baked_by_value`).
+command_params = operator.attrgetter("params")
 
 
 def replay_config(cmd: Any) -> tuple[Any, str, int, int, bool]:
