@@ -121,29 +121,10 @@ class GraphMatch:
                 continue
             record = records[node.record]
             operation = positions.get(node.record, -1)
-            fields = node.fields
-            found: list[tuple[str, int, int]] = []
-            if node.type == "KERNEL" and record.kind == "launch":
-                if fields.get("params") is None or not _decodable(node, record):
-                    continue  # the record's addresses stand
-                # The same enumeration as LaunchRecord.addresses, over the node's bytes:
-                # data, gradients, indices and struct fields alike.
-                found = [
-                    (address.arg, address.start, address.nbytes)
-                    for name, value in decode(record.layout, fields["params"]).items()
-                    if isinstance(value, ArrayRef)
-                    for address in value.addresses(name)
-                ]
-            elif node.type == "MEMCPY":
-                found = [
-                    (arg, fields[key], fields.get(f"{key}_extent", fields.get("nbytes", 1)))
-                    for arg, key in (("dest", "dst"), ("src", "src"))
-                    if fields.get(key) is not None
-                ]
-            elif node.type == "MEMSET":
-                found = [("dest", fields["dst"], fields.get("extent", fields.get("nbytes", 1)))]
-            else:
-                continue
+            launch = node.type == "KERNEL" and record.kind == "launch" and _decodable(node, record)
+            found = _node_addresses(node, record.layout if launch else None)
+            if found is None:
+                continue  # the record's addresses stand
             out.setdefault(operation, []).extend(
                 NodeAddress(node.record, operation, arg, start, max(int(nbytes), 1)) for arg, start, nbytes in found
             )
@@ -158,9 +139,11 @@ class GraphMatch:
             if operation not in out:  # the operation's own addresses (a condition) stand beside them
                 out[operation] = [NodeAddress(index, operation, a.arg, a.start, a.nbytes)
                                   for a in records[index].addresses()]  # fmt: skip
+            # A kernel's only when its function is a known Warp kernel's and its bytes fit that kernel's layout.
+            found = _node_addresses(node, _child_kernel_layout(node, self.child_kernels)) or []
             out[operation].extend(
                 NodeAddress(index, operation, f"{arg} (child graph node {node.index})", start, max(int(nbytes), 1))
-                for arg, start, nbytes in _child_node_addresses(node, self.child_kernels)
+                for arg, start, nbytes in found
             )
         return out
 
@@ -180,9 +163,11 @@ def _child_graph_owners(nodes: Sequence[GraphNode], records: Sequence[LaunchReco
     return owners
 
 
-def _child_node_addresses(node: GraphNode, kernels: dict[int, tuple[Any, bool]]) -> list[tuple[str, int, int]]:
-    """``(arg, start, nbytes)`` of the addresses a node of a child graph bakes; a kernel's
-    when its function is a known Warp kernel's and its bytes fit that kernel's layout."""
+def _node_addresses(node: GraphNode, layout: Any) -> list[tuple[str, int, int]] | None:
+    """``(arg, start, nbytes)`` of the addresses a node bakes: a memcpy's destination and
+    source, a memset's destination, a kernel's arrays decoded from its bytes by ``layout``
+    (the same enumeration as LaunchRecord.addresses: data, gradients, indices and struct
+    fields alike). None for a kernel with no layout its bytes follow, and any other node."""
     fields = node.fields
     if node.type == "MEMCPY":
         return [
@@ -192,9 +177,8 @@ def _child_node_addresses(node: GraphNode, kernels: dict[int, tuple[Any, bool]])
         ]
     if node.type == "MEMSET":
         return [("dest", fields["dst"], fields.get("extent", fields.get("nbytes", 1)))]
-    layout = _child_kernel_layout(node, kernels)
-    if layout is None:
-        return []
+    if node.type != "KERNEL" or layout is None:
+        return None
     return [
         (address.arg, address.start, address.nbytes)
         for name, value in decode(layout, fields["params"]).items()
@@ -217,9 +201,11 @@ def _child_kernel_layout(node: GraphNode, kernels: dict[int, tuple[Any, bool]]) 
 
 
 def _decodable(node: GraphNode, record: LaunchRecord) -> bool:
-    """Whether a kernel node's bytes follow its launch's layout: it runs the function Warp
-    launched and each parameter has the recorded size (else the cross-check reports it,
+    """Whether a kernel node's bytes follow its launch's layout: they were read, it runs the
+    function Warp launched and each parameter has the recorded size (else the cross-check reports it,
     and its bytes are not decoded as the launch's)."""
+    if node.fields.get("params") is None:
+        return False
     if record.cuda is not None and node.fields.get("func") != record.cuda.function:
         return False
     return all(len(got) == spec.size for spec, got in zip(record.layout, node.fields["params"]))
