@@ -4,7 +4,7 @@ place, and what a captured graph holds."""
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import warp as wp
@@ -123,14 +123,20 @@ def graph_module_execs(graph: Any) -> list[Any]:
 
 def cuda_function_map(graph: Any) -> dict[int, tuple[str, bool]]:
     """CUfunction handle -> (kernel name, adjoint) for every kernel a graph retains."""
-    out: dict[int, tuple[str, bool]] = {}
-    for module_exec in graph_module_execs(graph):
-        for name, hooks in getattr(module_exec, "kernel_hooks", {}).items():
-            if isinstance(hooks.forward, int):
-                out[hooks.forward] = (str(name), False)
-            if isinstance(hooks.backward, int):
-                out[hooks.backward] = (str(name), True)
-    return out
+    return {
+        function: (str(key), adjoint)
+        for module_exec in graph_module_execs(graph)
+        for function, key, adjoint in _kernel_functions(module_exec)
+    }
+
+
+def _kernel_functions(module_exec: Any) -> Iterator[tuple[int, Any, bool]]:
+    """``(CUfunction, key, adjoint)`` of every kernel a loaded module holds, keyed as Warp
+    keys its hooks: by mangled name in Warp 1.19, by kernel before."""
+    for key, hooks in list(getattr(module_exec, "kernel_hooks", {}).items()):
+        for function, adjoint in ((hooks.forward, False), (hooks.backward, True)):
+            if isinstance(function, int) and function:
+                yield function, key, adjoint
 
 
 def kernel_function(kernel: Any, device: Any, block_dim: int, adjoint: bool = False) -> int | None:
@@ -153,14 +159,10 @@ def loaded_cuda_kernels() -> dict[int, tuple[Any, bool]]:
     out: dict[int, tuple[Any, bool]] = {}
     for module in list(getattr(_context, "user_modules", {}).values()):
         for module_exec in list(getattr(module, "execs", {}).values()):
-            # Warp 1.19 keys the hooks by mangled name (kernel_names: kernel -> name); before, by kernel.
+            # A mangled name (Warp 1.19) is the kernel's by kernel_names: kernel -> name.
             kernels = {name: kernel for kernel, name in list(getattr(module_exec, "kernel_names", {}).items())}
-            for key, hooks in list(getattr(module_exec, "kernel_hooks", {}).items()):
+            for function, key, adjoint in _kernel_functions(module_exec):
                 kernel = kernels.get(key) if isinstance(key, str) else key
-                if kernel is None:
-                    continue
-                if isinstance(hooks.forward, int) and hooks.forward:
-                    out[hooks.forward] = (kernel, False)
-                if isinstance(hooks.backward, int) and hooks.backward:
-                    out[hooks.backward] = (kernel, True)
+                if kernel is not None:
+                    out[function] = (kernel, adjoint)
     return out
