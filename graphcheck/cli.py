@@ -736,7 +736,7 @@ def _show_program_error(error: BaseException) -> None:
     tb = error.__traceback__
     while tb is not None:
         filename = tb.tb_frame.f_code.co_filename
-        if not (filename.startswith("<") and filename in ours) and not str(Path(filename).resolve()).startswith(ours):
+        if filename not in ours and not str(Path(filename).resolve()).startswith(ours):
             frames.append(tb)
         tb = tb.tb_next
     kept = None
