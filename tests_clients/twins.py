@@ -80,11 +80,14 @@ class Twins:
 
 
 def replay_against_twin(checked: gc.CheckedGraph, twins: Twins, step: Callable[[Any], None], replays: int) -> list[str]:
-    """Step the twin once (the reference call), then replay ``replays`` times against as many eager steps.
+    """Step the twin as often as the capture called the step eagerly (``checked.eager_calls``: warm-up
+    calls, the reference call, and any extra call graphcheck made), then replay ``replays`` times
+    against as many eager steps.
 
     Returns the arrays that differ afterwards (the uninitialised ones left out).
     """
-    step(twins.twin)
+    for _ in range(checked.eager_calls):
+        step(twins.twin)
     for _ in range(replays):
         wp.capture_launch(checked.graph)
         step(twins.twin)
