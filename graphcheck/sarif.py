@@ -33,8 +33,13 @@ def sarif_log(reports: list[tuple[str, Any]], command: str) -> dict[str, Any]:
     for source, report in reports:
         results += [_result(f, report, source) for f in report.findings]
         results += [_result(f, report, source, suppressed=True) for f in report.suppressed]
+        # A check that could not apply (the graph on the CPU) is a note; one that applies and did not run, a warning.
+        not_run = set(report.not_run)
         notifications += [
-            {"level": "warning", "message": {"text": f"{report.name}: {check} NOT checked: {reason}"}}
+            {
+                "level": "warning" if (check, reason) in not_run else "note",
+                "message": {"text": f"{report.name}: {check} NOT checked: {reason}"},
+            }
             for check, reason in report.skipped
         ]
     return {
