@@ -76,6 +76,13 @@ def docs(session: nox.Session) -> None:
 CLIENTS = ("newton==1.8.0", "mujoco-warp==4.0.0", "pillow")  # Pillow: two of Warp's optim examples import it
 
 
+@nox.session(name="bench-clients")
+def bench_clients(session: nox.Session) -> None:
+    """What validating real clients' steps costs: gc.capture against one eager call plus a bare capture."""
+    session.install("-e", ".", *CLIENTS)
+    session.run("python", "-m", "benchmarks.run", "clients", *session.posargs)
+
+
 @nox.session
 def clients(session: nox.Session) -> None:
     """Judge real Warp clients on the CPU against eagerly stepped twins: about 1 GB of packages, so not in CI.

@@ -28,7 +28,7 @@ import warp as wp  # noqa: E402
 
 wp.config.log_level = wp.LOG_WARNING
 
-from . import bench_guard, bench_record  # noqa: E402
+from . import bench_clients, bench_guard, bench_record  # noqa: E402
 
 # name -> (function, quick keyword arguments, [(figure, bar: the most it may be)])
 BENCHMARKS: dict[str, tuple[Callable[..., dict[str, Any]], dict[str, Any], list[tuple[str, float]]]] = {
@@ -62,6 +62,7 @@ BENCHMARKS: dict[str, tuple[Callable[..., dict[str, Any]], dict[str, Any], list[
         [("always_added_us", 20.0)],
     ),
     "graph": (bench_guard.bench_graph, {"nodes": 1000}, [("read_and_crosscheck_ms", 200.0)]),
+    "clients": (bench_clients.bench_clients, {"rounds": 3}, [(f"{name}_ratio", 1.2) for name in bench_clients.CLIENTS]),
 }
 
 

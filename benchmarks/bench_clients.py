@@ -1,0 +1,148 @@
+"""What validating a real simulator's step costs (issue 26): ``gc.capture`` of Newton's and
+MuJoCo Warp's steps on the CPU, against what it inherently repeats (one eager call plus a
+bare ``wp.ScopedCapture``), as the median of the ratios of adjacent rounds of thread CPU time
+(bar: 1.2x). Needs the clients ``nox -s bench-clients`` installs (newton, mujoco-warp); skipped
+without them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import warp as wp
+
+import graphcheck as gc
+
+from ._timing import paired
+
+DEVICE = "cpu"
+#: The steps measured, where their client is installed.
+CLIENTS = ("newton_pendulum", "newton_cloth_vbd", "newton_cloth_xpbd", "mujoco_cartpole", "mujoco_humanoid")
+
+
+def _newton_pendulum() -> tuple[Any, Callable[[], None]]:
+    import newton.viewer
+    from newton.examples.basic.example_basic_pendulum import Example
+
+    example = Example(newton.viewer.ViewerNull(), None)
+    example.graph = None  # the example captured simulate on its own: graphcheck captures it here
+    return example, example.simulate
+
+
+def _newton_cloth(solver: str) -> tuple[Any, Callable[[], None]]:
+    import types
+
+    import newton.viewer
+    from newton.examples.cloth.example_cloth_hanging import Example
+
+    class Cloth(Example):
+        def capture(self) -> None:
+            self.graph = None  # graphcheck captures simulate here
+
+    example = Cloth(newton.viewer.ViewerNull(), types.SimpleNamespace(solver=solver, width=8, height=4))
+    return example, example.simulate
+
+
+def _mujoco(xml: str, worlds: int = 2) -> tuple[Any, Callable[[], None]]:
+    import mujoco
+    import mujoco_warp as mjw
+
+    class Sim:
+        def __init__(self) -> None:
+            load = mujoco.MjModel.from_xml_path if xml.endswith(".xml") else mujoco.MjModel.from_xml_string
+            self.mjm = load(xml)
+            mjd = mujoco.MjData(self.mjm)
+            mujoco.mj_forward(self.mjm, mjd)
+            self.m = mjw.put_model(self.mjm)
+            self.d = mjw.put_data(self.mjm, mjd, nworld=worlds)
+
+        def step(self) -> None:
+            mjw.step(self.m, self.d)
+
+    sim = Sim()
+    return sim, sim.step
+
+
+CARTPOLE = """
+<mujoco model="cartpole">
+  <option timestep="0.01"/>
+  <worldbody>
+    <body name="cart" pos="0 0 1">
+      <joint name="slider" type="slide" axis="1 0 0" range="-2 2" limited="true"/>
+      <geom type="box" size="0.2 0.1 0.05" mass="1"/>
+      <body name="pole">
+        <joint name="hinge" type="hinge" axis="0 1 0" damping="0.01"/>
+        <geom type="capsule" fromto="0 0 0 0 0 0.6" size="0.03" mass="0.1"/>
+      </body>
+    </body>
+  </worldbody>
+  <actuator><motor joint="slider" gear="10" ctrlrange="-1 1" ctrllimited="true"/></actuator>
+</mujoco>
+"""
+
+
+def _humanoid_xml() -> str | None:
+    from importlib import resources
+
+    for candidate in ("test_data/humanoid/humanoid.xml", "_src/test_data/humanoid/humanoid.xml"):
+        path = resources.files("mujoco_warp").joinpath(candidate)
+        if path.is_file():
+            return str(path)
+    return None
+
+
+def _clients() -> dict[str, Callable[[], tuple[Any, Callable[[], None]]]]:
+    clients: dict[str, Callable[[], tuple[Any, Callable[[], None]]]] = {}
+    try:
+        import newton  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        clients["newton_pendulum"] = _newton_pendulum
+        clients["newton_cloth_vbd"] = lambda: _newton_cloth("vbd")
+        clients["newton_cloth_xpbd"] = lambda: _newton_cloth("xpbd")
+    try:
+        import mujoco_warp  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        clients["mujoco_cartpole"] = lambda: _mujoco(CARTPOLE)
+        humanoid = _humanoid_xml()
+        if humanoid is not None:
+            clients["mujoco_humanoid"] = lambda: _mujoco(humanoid)
+    return clients
+
+
+def bench_clients(rounds: int = 7, names: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``gc.capture`` of each client's step against one eager call plus a bare capture."""
+    clients = _clients()
+    if not clients:
+        return {"skipped": "newton and mujoco-warp are not installed (nox -s bench-clients installs them)"}
+    out: dict[str, Any] = {}
+    for name, make in clients.items():
+        if names and name not in names:
+            continue
+        owner, step = make()
+        step()  # compile and load, and any first-call setup
+
+        def bare_capture(step: Callable[[], None] = step) -> None:
+            with wp.ScopedCapture(device=DEVICE):
+                step()
+
+        def eager_then_capture(step: Callable[[], None] = step) -> None:
+            step()
+            bare_capture(step)
+
+        def checked(step: Callable[[], None] = step, owner: Any = owner) -> None:
+            gc.capture(step, device=DEVICE, owners=(owner,), revalidate=True, on_failure="ignore")
+
+        checked()
+        with gc.trace_launches() as trace:
+            step()
+        figures = paired({"eager_plus_capture": eager_then_capture, "checked": checked}, rounds=rounds)
+        base, ours = figures["eager_plus_capture"], figures["checked"]
+        out[f"{name}_operations"] = len(trace.records)
+        out[f"{name}_eager_plus_capture_ms"] = round(base[0] / 1e3, 1)
+        out[f"{name}_ratio"] = round(ours[1], 2)
+    return out
