@@ -264,3 +264,14 @@ def test_an_indexed_arrays_indices_and_a_kept_numpy_array_are_owned(cpu):
     assert owned.find(idx.ptr, 16).label == "h.view.indices[0]"
     assert owned.find(data.ptr, 32).label == "h.view"
     assert any(label == "h.staging" for label in owned.labels())
+
+
+def test_a_fixedarray_annotation_an_owner_holds_is_no_buffer():
+    # Newton's objects can hold wp.fixedarray instances (kernel type annotations, never memory).
+    class Holder:
+        def __init__(self):
+            self.annotation = wp.fixedarray(dtype=float, shape=3)
+            self.values = wp.zeros(3, dtype=float, device="cpu")
+
+    holder = Holder()
+    assert [b.label for b in gc.buffers_of(holder)] == ["obj0.values"]

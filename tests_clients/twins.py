@@ -33,7 +33,7 @@ def arrays_of(root: Any) -> dict[str, wp.array]:
             return
         seen.add(id(obj))
         if isinstance(obj, wp.array):
-            if obj.ptr:
+            if getattr(obj, "ptr", None):  # a wp.fixedarray (a kernel's type annotation) has none
                 found[path] = obj
             if obj.grad is not None and obj.grad.ptr:
                 found[f"{path}.grad"] = obj.grad

@@ -285,7 +285,7 @@ def array_range(arr: Any) -> tuple[int, int] | None:
     An indexed array is its data array's range.
     """
     if isinstance(arr, _types.array):
-        ptr = arr.ptr
+        ptr = getattr(arr, "ptr", None)  # a wp.fixedarray is a kernel's type annotation: it has no memory, no ptr
         if not ptr:
             return None
         ptr = int(ptr)
