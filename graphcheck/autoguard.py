@@ -101,6 +101,9 @@ class AutoGuard:
             ``warmup`` option (eager calls of the block before the reference call) implies it.
         keep_graphs: keep every capture's :class:`~graphcheck.CheckedGraph` in
             :attr:`graphs` (for pictures; it keeps the graphs alive).
+        rerun_to_compare: how the front end runs a reference call, as the NOT-checked line
+            for ``compare`` names it (``graphcheck run --reference-call``; the pytest plugin
+            names its marker's ``reference_call=True``).
         keywords: capture options as keywords, in place of (or over) ``options``.
 
     Attributes:
@@ -117,8 +120,10 @@ class AutoGuard:
         *,
         reference_call: bool = False,
         keep_graphs: bool = False,
+        rerun_to_compare: str = "graphcheck run --reference-call",
         **keywords: Any,
     ) -> None:
+        self._how = {**_HOW, "compare": _HOW["compare"].format(rerun=rerun_to_compare)}
         self.options = CaptureOptions.of(options, **keywords, on_failure="ignore", replay_check="always")
         self.reference_call = reference_call
         self.reports: list[Report] = []
@@ -296,9 +301,9 @@ class AutoGuard:
         out = []
         for check, reasons in skipped.items():
             # Where _HOW says how to run the check, the guard's own hint (for its API) gives way.
-            reason = reasons[0].split(" (")[0] if check in _HOW else reasons[0]
+            reason = reasons[0].split(" (")[0] if check in self._how else reasons[0]
             reason += f" ({len(reasons)} captures)" if len(reasons) > 1 else ""
-            out.append((check, f"{reason}{_HOW.get(check, '')}"))
+            out.append((check, f"{reason}{self._how.get(check, '')}"))
         return out
 
     def verdict(self) -> str:
@@ -321,7 +326,7 @@ class AutoGuard:
 
 #: How to run a check that ``graphcheck run`` could not.
 _HOW = {
-    "compare": "; to compare with an eager call, rerun with `graphcheck run --reference-call` (one extra step), or "
+    "compare": "; to compare with an eager call, rerun with `{rerun}` (one extra step), or "
     "validate the step with `graphcheck check MODULE:FACTORY` or gc.capture(step)",
     "ownership": "; the capture's frame holds no Warp arrays: validate it with gc.capture(step, owners=(sim,))",
 }

@@ -625,6 +625,7 @@ def _run_marked(item: pytest.Item, marker: pytest.Mark) -> Generator[None, objec
         reference_call=bool(marker.kwargs.get("reference_call", False)),
         strict_ownership=bool(marker.kwargs.get("strict_ownership", options.strict_ownership if options else False)),
         warmup=marker.kwargs.get("warmup"),
+        rerun_to_compare="@pytest.mark.graphcheck(reference_call=True)",
     )
     try:
         # The with statement exits the AutoGuard however the body ends, so wp.ScopedCapture
