@@ -87,9 +87,9 @@ def bench_clients(session: nox.Session) -> None:
 def clients(session: nox.Session) -> None:
     """Judge real Warp clients on the CPU against eagerly stepped twins: about 1 GB of packages, so not in CI.
 
-    Newton's and MuJoCo Warp's capture sites tested by hand, and every example Warp ships that
-    captures, found by searching the examples: each judged by values or skipped with the reason
-    it cannot run on the CPU (docs/ci.md has the count).
+    Newton's and MuJoCo Warp's capture sites tested by hand, and the examples Warp and Newton ship
+    that capture, found by searching them: each judged by values, or skipped with the reason (for
+    Newton, also "not judged yet"); docs/ci.md has the counts.
     """
     session.install("-e", ".[test]", *CLIENTS)
     session.run("python", "-m", "pytest", "tests_clients", *session.posargs)

@@ -1,0 +1,98 @@
+"""Newton's examples that capture, found by searching them, built as their command line builds them.
+
+Each example that captures a graph (``ScopedCapture``, ``capture_begin``, ``capture_launch`` in its
+source) is built headless on the CPU by running its own main block with ``--device cpu --viewer
+null`` (``newton_sites.build_example``), and its captured call is judged against a twin built
+alike and stepped eagerly: graphcheck's verdict is right when it agrees with the values (no
+finding and a replay equal to eager stepping, or a finding and a replay that differs).
+
+An example that downloads its assets, or imports OpenUSD where it is not installed, is skipped
+with that reason, read from its source. The others not judged yet are skipped as such, so the
+count of what is left stays in view.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+import graphcheck as gc
+
+from .twins import Twins, WrongVerdict, replay_against_twin
+
+pytest.importorskip("newton", reason="needs newton: nox -s clients installs it")
+import newton.examples
+
+from .newton_sites import build_example
+
+EXAMPLES = Path(newton.examples.__file__).parent
+CAPTURES = re.compile(r"ScopedCapture|capture_begin|capture_launch")
+
+# The examples judged here: module (under newton.examples) -> the command-line arguments that keep it small.
+JUDGED: dict[str, tuple[str, ...]] = {
+    "basic.example_basic_joints": (),
+    "cable.example_cable_pile": (),
+    "cable.example_cable_twist": (),
+    "cable.example_cable_y_junction": (),
+    "cloth.example_cloth_poker_cards": (),  # findings, and a replay that differs
+    "cloth.example_cloth_rollers": (),
+    "multiphysics.example_softbody_dropping_to_cloth": (),
+    "multiphysics.example_softbody_gift": (),
+    "softbody.example_softbody_hanging": (),
+    "vbd.example_vbd_gripper_soft_triangle": (),
+}
+
+# The examples judged by hand, with breaks of their sites: module -> the test file.
+BY_HAND = {
+    "basic.example_basic_pendulum": "test_newton_pendulum.py",
+    "cloth.example_cloth_hanging": "test_newton_cloth.py",
+    "robot.example_robot_cartpole": "test_newton_cartpole.py",
+}
+
+
+def capturing_examples() -> dict[str, str]:
+    """Every example module that captures a graph, with its source."""
+    found = {}
+    for path in sorted(EXAMPLES.rglob("example_*.py")):
+        source = path.read_text(encoding="utf-8")
+        if CAPTURES.search(source):
+            found[".".join(path.relative_to(EXAMPLES).with_suffix("").parts)] = source
+    return found
+
+
+def cannot_run_here(source: str) -> str | None:
+    """Why an example cannot be built on this machine, read from its source (None: it can)."""
+    if "download_asset" in source:
+        return "downloads its assets (newton.utils.download_asset)"
+    if re.search(r"^\s*(from|import) pxr\b", source, re.MULTILINE) and importlib.util.find_spec("pxr") is None:
+        return "imports OpenUSD (pxr), which is not installed"
+    return None
+
+
+SITES = capturing_examples()
+
+
+@pytest.mark.parametrize("module", sorted(set(SITES) - set(JUDGED) - set(BY_HAND)))
+def test_site_not_judged(module):
+    reason = cannot_run_here(SITES[module])
+    pytest.skip(f"{module}: {reason or 'not judged yet'}")
+
+
+def test_judged_sites_capture():
+    assert set(JUDGED) | set(BY_HAND) <= set(SITES), sorted((set(JUDGED) | set(BY_HAND)) - set(SITES))
+    for module, test_file in BY_HAND.items():
+        assert module in (Path(__file__).parent / test_file).read_text(encoding="utf-8"), (module, test_file)
+
+
+@pytest.mark.parametrize("module", sorted(JUDGED))
+def test_site(module):
+    """The example's ``simulate`` (what its ``capture`` captures): graphcheck's verdict agrees with the values."""
+    twins = Twins(lambda: build_example(f"newton.examples.{module}", JUDGED[module]))
+    example = twins.subject
+    checked = gc.capture(example.simulate, owners=(example,), on_failure="ignore")
+    wrong = replay_against_twin(checked, twins, lambda e: e.simulate(), replays=2)
+    if bool(checked.report.findings) != bool(wrong):
+        raise WrongVerdict(f"the replay differs from eager stepping in {wrong or 'nothing'}, yet:\n{checked.report}")
