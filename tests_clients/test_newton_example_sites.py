@@ -33,7 +33,12 @@ CAPTURES = re.compile(r"ScopedCapture|capture_begin|capture_launch")
 
 # The examples judged here: module (under newton.examples) -> the command-line arguments that keep it small.
 JUDGED: dict[str, tuple[str, ...]] = {
+    "basic.example_basic_conveyor": (),
+    "basic.example_basic_dzhanibekov": (),
+    "basic.example_basic_heightfield": (),
     "basic.example_basic_joints": (),
+    "cable.example_cable_bundle_hysteresis": (),
+    "cable.example_cable_cross_slide_table": (),
     "cable.example_cable_pile": (),
     "cable.example_cable_twist": (),
     "cable.example_cable_y_junction": (),
@@ -42,6 +47,7 @@ JUDGED: dict[str, tuple[str, ...]] = {
     "multiphysics.example_softbody_dropping_to_cloth": (),
     "multiphysics.example_softbody_gift": (),
     "softbody.example_softbody_hanging": (),
+    "vbd.example_vbd_gripper_soft_grid": (),
     "vbd.example_vbd_gripper_soft_triangle": (),
 }
 

@@ -35,8 +35,9 @@ def arrays_of(root: Any) -> dict[str, wp.array]:
         if isinstance(obj, wp.array):
             if getattr(obj, "ptr", None):  # a wp.fixedarray (a kernel's type annotation) has none
                 found[path] = obj
-            if obj.grad is not None and obj.grad.ptr:
-                found[f"{path}.grad"] = obj.grad
+            grad = getattr(obj, "grad", None)  # None too for a wp.fixedarray
+            if grad is not None and grad.ptr:
+                found[f"{path}.grad"] = grad
         elif isinstance(obj, dict):
             for key, value in obj.items():
                 walk(value, f"{path}[{key!r}]")
