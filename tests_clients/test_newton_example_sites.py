@@ -44,9 +44,14 @@ JUDGED: dict[str, tuple[str, ...]] = {
     "cable.example_cable_y_junction": (),
     "cloth.example_cloth_poker_cards": (),  # findings, and a replay that differs
     "cloth.example_cloth_rollers": (),
+    "contacts.example_domino_spiral": (),
+    "contacts.example_newton_cradle": (),
+    "contacts.example_pyramid": (),
     "multiphysics.example_softbody_dropping_to_cloth": (),
     "multiphysics.example_softbody_gift": (),
     "softbody.example_softbody_hanging": (),
+    "tendon.example_tendon_pulley": (),
+    "vbd.example_cable_michell_threshold": (),
     "vbd.example_vbd_gripper_soft_grid": (),
     "vbd.example_vbd_gripper_soft_triangle": (),
 }
