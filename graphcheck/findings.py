@@ -595,7 +595,10 @@ class Report:
             "notes": list(self.notes),
             "findings": [f.to_dict() for f in self.findings],
             "suppressed": [f.to_dict() for f in self.suppressed],
-            "unused_allow": [{"kind": a.kind, "kernel": a.kernel, "arg": a.arg} for a in self.unused_allow],
+            "unused_allow": [
+                {"kind": a.kind, "kernel": a.kernel, "arg": a.arg, "comment": site_dict(a.comment)}
+                for a in self.unused_allow
+            ],
         }
 
     def to_json(self, **kwargs: Any) -> str:

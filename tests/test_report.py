@@ -136,7 +136,9 @@ def test_an_allowance_that_matched_nothing_is_reported():
     assert checked.report.findings, "the misspelt allowance accepted nothing"
     assert checked.report.unused_allow == (misspelt,)
     assert 'allowance matched nothing: gc.Allow("scalar-drift", kernel="counter_stpe")' in str(checked.report)
-    assert checked.report.to_dict()["unused_allow"] == [{"kind": "scalar-drift", "kernel": "counter_stpe", "arg": None}]
+    assert checked.report.to_dict()["unused_allow"] == [
+        {"kind": "scalar-drift", "kernel": "counter_stpe", "arg": None, "comment": None}
+    ]
 
 
 def test_an_unknown_kind_suggests_the_nearest():

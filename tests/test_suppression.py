@@ -9,8 +9,10 @@ from __future__ import annotations
 import warp as wp
 
 import graphcheck as gc
+from graphcheck import schema
 from tests import kernels as K
 from tests.producers import N
+from tests.test_report import validate_document
 
 
 class TwoCounters:
@@ -53,6 +55,10 @@ def test_a_comment_that_matches_nothing_is_reported_like_an_unused_ignore_commen
     where = f"test_suppression.py:{unused.comment.lineno}"
     line = f"allowance matched nothing: # graphcheck: allow[buffer-drift] at {where}"
     assert f"{line} (remove the comment: nothing it names is reported there)" in report.text()
+    (entry,) = report.to_dict()["unused_allow"]  # JSON says where the comment is, as the text does
+    validate_document(schema.report_document([report]))
+    assert entry["comment"]["file"].endswith("test_suppression.py")
+    assert entry["comment"]["line"] == unused.comment.lineno
 
 
 def test_a_misspelt_kind_in_a_comment_is_a_note_with_the_nearest_kind(cpu):
