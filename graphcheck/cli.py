@@ -493,6 +493,8 @@ def _check(args: argparse.Namespace, settings: Any) -> int:
     if not module_name or not factory_name:
         raise UsageError(prog, f"expected MODULE:FACTORY (e.g. mysim.envs:make_env), got {args.target!r}")
     device = _warp_and_device(settings.device, prog)
+    import warp as wp
+
     import graphcheck as gc
 
     sys.path.insert(0, os.getcwd())
@@ -501,6 +503,12 @@ def _check(args: argparse.Namespace, settings: Any) -> int:
     except ImportError as error:
         raise UsageError(prog, f"cannot import {module_name!r}: {error}") from None
     factory = getattr(module, factory_name, None)
+    if isinstance(factory, (wp.Kernel, wp.Function)):
+        raise UsageError(
+            prog, f"{module_name}.{factory_name} is a Warp {'kernel' if isinstance(factory, wp.Kernel) else 'function'}"
+            ": check takes the class or function that builds the producer (whose step() launches it), e.g. "
+            f"{module_name}:make_env"
+        )  # fmt: skip
     if factory is not None and not callable(factory):
         raise UsageError(
             prog, f"{module_name}.{factory_name} is {_shown(factory)}, not a class or function that builds the "

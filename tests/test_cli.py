@@ -135,7 +135,10 @@ def test_run_passes_a_clean_script_and_its_exit_status(tmp_path):
 
 
 FACTORY = """
+from tests import kernels as K
 from tests import producers as P
+
+axpy = K.axpy  # a kernel, not a factory: check says so
 
 
 def unsafe(device=None):
@@ -170,6 +173,7 @@ def test_check_explains_a_bad_target(factories):
         ("nocolon", "expected MODULE:FACTORY"),
         ("missing_module:make", "cannot import 'missing_module'"),
         ("myfactories:nothing", "has no callable 'nothing'"),
+        ("myfactories:axpy", "myfactories.axpy is a Warp kernel: check takes the class or function that builds"),
     ]:
         result = graphcheck("check", target, cwd=factories)
         assert result.returncode == 2 and message in result.stderr, result.stderr
