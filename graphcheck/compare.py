@@ -433,13 +433,29 @@ class _Comparison:
 
 
 def reused(trace: LaunchTrace, other: LaunchTrace) -> Iterator[tuple[Address, Allocation]]:
-    """``(address, allocation)`` for each address ``other``'s operations use without having
-    made its memory, that lies in an allocation ``trace`` made: a buffer that outlived the
-    call that made it (a cache filled on a first call), not a temporary."""
+    """``(address, allocation)`` for each address range ``other``'s operations use without
+    having made its memory, that lies in an allocation ``trace`` made: a buffer that outlived
+    the call that made it (a cache filled on a first call), not a temporary. Each range once.
+
+    A range is judged at its first use only: had ``other`` made its memory before a later
+    use, it would have before the first use too (the latest allocation made before a
+    use holds it). A step hands the same few buffers to many launches, and launches with the
+    same arguments share one tuple of addresses: each range is looked up once.
+    """
     if not trace.allocations:
         return
+    seen_tuples: set[int] = set()
+    seen: set[tuple[int, int]] = set()
     for record in other.records:
-        for address in record.addresses():
+        addresses = record.addresses()
+        if id(addresses) in seen_tuples:  # met at an earlier operation: every range judged there
+            continue
+        seen_tuples.add(id(addresses))  # the records hold the tuple: its id is not reused here
+        for address in addresses:
+            key = (address.start, address.nbytes)
+            if key in seen:
+                continue
+            seen.add(key)
             if other.allocation_at(address.start, record.seq) is None:
                 alloc = trace.allocation_at(address.start)
                 if alloc is not None:

@@ -173,17 +173,37 @@ class Opaque:
 _ARRAY_T = struct.Struct("=QQ4i4iHH")
 
 
+# (descriptor bytes, element size, element type) -> its ArrayRef. A step hands the same
+# arrays to many launches, and its reference call and capture hand them again: each
+# descriptor is read once (an ArrayRef is immutable, so one serves every launch). Bounded:
+# cleared when it grows past _ARRAY_REFS_MAX.
+_array_refs: dict[tuple[bytes, int, Any], ArrayRef] = {}
+_ARRAY_REFS_MAX = 8192
+
+
 def _array_ref(spec: ParamSpec, raw: bytes) -> ArrayRef:
     if len(raw) >= _ARRAY_T.size:
+        key = (raw, spec.elem_size, spec.dtype)
+        known = _array_refs.get(key)
+        if known is not None:
+            return known
         data, grad, s0, s1, s2, s3, t0, t1, t2, t3, ndim, _ = _ARRAY_T.unpack_from(raw)
         shape = (s0, s1, s2, s3)[:ndim]
         strides = (t0, t1, t2, t3)[:ndim]
-    else:  # a layout graphcheck does not know: let ctypes read it
-        value = spec.ctype.from_buffer_copy(raw)
-        ndim = int(value.ndim)
-        data, grad = int(value.data), int(value.grad)
-        shape = tuple(int(s) for s in value.shape[:ndim])
-        strides = tuple(int(s) for s in value.strides[:ndim])
+        ref = _array_ref_of(spec, data, grad, shape, strides)
+        if len(_array_refs) >= _ARRAY_REFS_MAX:
+            _array_refs.clear()
+        _array_refs[key] = ref
+        return ref
+    # a layout graphcheck does not know: let ctypes read it
+    value = spec.ctype.from_buffer_copy(raw)
+    ndim = int(value.ndim)
+    shape = tuple(int(s) for s in value.shape[:ndim])
+    strides = tuple(int(s) for s in value.strides[:ndim])
+    return _array_ref_of(spec, int(value.data), int(value.grad), shape, strides)
+
+
+def _array_ref_of(spec: ParamSpec, data: int, grad: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> ArrayRef:
     nbytes = sum((s - 1) * abs(st) for s, st in zip(shape, strides)) + spec.elem_size if shape and 0 not in shape else 0
     return ArrayRef(data, nbytes, shape, strides, grad, str(spec.dtype or ""))
 
@@ -322,12 +342,17 @@ def decode(layout: Sequence[ParamSpec], params: Sequence[bytes]) -> dict[str, An
         ``{"x": ArrayRef(...), "dt": 0.01, "state.gravity": (0.0, -9.8, 0.0), ...}``
     """
     out: dict[str, Any] = {}
+    known = len(layout)
     for i, raw in enumerate(params):
         if i == 0:
             continue
-        if i < len(layout):
-            for name, value in _walk(layout[i], raw, ""):
-                out[name] = value
+        if i < known:
+            spec = layout[i]
+            if spec.kind is ParamKind.ARRAY:  # most parameters of a solver's kernels: read without _walk
+                out[spec.name] = _array_ref(spec, raw)
+            else:
+                for name, value in _walk(spec, raw, ""):
+                    out[name] = value
         else:
             out[f"param{i}"] = Opaque(raw, "hidden parameter")
     return out
