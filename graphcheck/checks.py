@@ -492,10 +492,11 @@ def _recompiled(diff: Difference) -> Finding:
     )
 
 
-def _uses(captured: LaunchTrace) -> Iterator[tuple[int, LaunchRecord, Address]]:
-    """``(index, record, address)`` of every address range the captured call hands the device."""
+def _uses_of_made(captured: LaunchTrace) -> Iterator[tuple[int, LaunchRecord, Address]]:
+    """``(index, record, address)`` of every address range the captured call hands the device
+    that starts in an allocation made during the call (see :meth:`LaunchTrace.made_here`)."""
     for index, record in enumerate(captured.records):
-        for address in record.addresses():
+        for address in captured.made_here(record.addresses()):
             yield index, record, address
 
 
@@ -518,7 +519,9 @@ def allocations(captured: LaunchTrace, owned: BufferSet | None = None, *, strict
     """One finding per buffer made during the captured call, used by an operation, that a
     replay cannot rely on (see :func:`reported_allocation`)."""
     uses: dict[Allocation, list[tuple[int, LaunchRecord, str]]] = {}
-    for index, record, address in _uses(captured):
+    if not any(reported_allocation(alloc, owned, strict) for alloc in captured.allocations):
+        return []  # the commonest case: device temporaries only, which a replay can rely on
+    for index, record, address in _uses_of_made(captured):
         alloc = captured.allocation_at(address.start, record.seq)
         if alloc is not None and reported_allocation(alloc, owned, strict):
             uses.setdefault(alloc, []).append((index, record, address.arg))
@@ -666,8 +669,9 @@ def ownership(captured: LaunchTrace, owned: BufferSet, held: dict[int, Allocatio
     held = held or {}
     groups: dict[int, list[tuple[int, LaunchRecord, Address]]] = {}
     # A step uses the same few buffers in many launches: each range is looked up once, and
-    # launches with the same arguments (one shared tuple of addresses) are judged once
-    # when the call made no buffer.
+    # launches with the same arguments (one shared tuple of addresses) all inside the owned
+    # buffers are judged once (whether a range is a temporary depends on when it is used;
+    # whether it is owned does not).
     inside: dict[tuple[int, int], bool] = {}
     owned_tuples: set[int] = set()  # ids of address tuples all inside the owned buffers
     made = bool(captured.allocations)
@@ -675,17 +679,18 @@ def ownership(captured: LaunchTrace, owned: BufferSet, held: dict[int, Allocatio
         addresses = record.addresses()
         if id(addresses) in owned_tuples:
             continue
-        all_owned = not made
+        all_owned = True
         for address in addresses:
-            if made and captured.allocation_at(address.start, record.seq) is not None:
-                continue  # a temporary of the call: allocations() judges it
             key = (address.start, address.nbytes)
             known = inside.get(key)
             if known is None:
                 known = inside[key] = address.start in held or owned.find(address.start, address.nbytes) is not None
-            if not known:
-                groups.setdefault(address.start, []).append((index, record, address))
-                all_owned = False
+            if known:
+                continue
+            all_owned = False
+            if made and captured.allocation_at(address.start, record.seq) is not None:
+                continue  # a temporary of the call: allocations() judges it
+            groups.setdefault(address.start, []).append((index, record, address))
         if all_owned:
             owned_tuples.add(id(addresses))  # the records hold the tuple: its id is not reused here
     findings = []

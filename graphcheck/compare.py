@@ -10,7 +10,7 @@ name, arrays by the buffer they point into.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -171,32 +171,42 @@ def align(
     return pairs
 
 
-def _where(trace: LaunchTrace, record: LaunchRecord, ptr: int, buffers: BufferSet | None) -> tuple[Any, str | None]:
-    """``(comparable location, readable location)`` of an address."""
+def _location(trace: LaunchTrace, record: LaunchRecord, ptr: int, buffers: BufferSet | None) -> Any:
+    """The comparable location of an address (:func:`_location_text` writes it out)."""
     if not ptr:
-        return 0, None
+        return 0
     alloc = trace.allocation_at(ptr, record.seq)
     if alloc is not None:
         # A buffer the call made: two calls' temporaries are the same when they are the
         # same allocation in order (the k-th made at that line), wherever the allocator
         # put them, and whether or not an owner keeps the last one when the call ends.
         site, order = trace.allocation_order(alloc)
-        offset = ptr - alloc.start
-        return ("<temporary>", site, alloc.dtype, order, offset), f"temporary #{order} from {site.short}+{offset}"
+        return ("<temporary>", site, alloc.dtype, order, ptr - alloc.start)
     if buffers is not None:
         hit = buffers.locate(ptr)
-        if hit is not None:
-            return hit, f"{hit[0]}+{hit[1]}"
-        return ("<foreign>", ptr), f"foreign {ptr:#x}"
-    return ptr, None
+        return hit if hit is not None else ("<foreign>", ptr)
+    return ptr
+
+
+def _location_text(location: Any) -> str | None:
+    """A location as the findings show it (``"sim.x+0"``), or None for a raw address.
+    Written only for a difference that is reported: comparing needs the location alone."""
+    if type(location) is not tuple:
+        return None
+    if location[0] == "<temporary>":
+        _, site, _, order, offset = location
+        return f"temporary #{order} from {site.short}+{offset}"
+    if location[0] == "<foreign>":
+        return f"foreign {location[1]:#x}"
+    return f"{location[0]}+{location[1]}"  # (label, offset) of an owned buffer
 
 
 def _array_key(trace: LaunchTrace, record: LaunchRecord, ref: ArrayRef, buffers: BufferSet | None) -> tuple[Any, ...]:
     return (
-        _where(trace, record, ref.ptr, buffers)[0],
+        _location(trace, record, ref.ptr, buffers),
         ref.shape,
         ref.strides,
-        _where(trace, record, ref.grad, buffers)[0],
+        _location(trace, record, ref.grad, buffers),
     )
 
 
@@ -229,10 +239,11 @@ def _compare(
     buffers: BufferSet | None,
     scalars: bool,
     streams: bool,
+    differing: dict[tuple[int, int], tuple[Any, Any, tuple[str, ...]]] | None = None,
 ) -> list[Difference]:
     if _same(ra, rb, streams):
         return []
-    if ra.identity() != rb.identity():
+    if not _same_identity(ra, rb):
         return [Difference("kernel", i, j, ra, rb)]
     out: list[Difference] = []
     if ra.kind == "launch" and ra.dim != rb.dim:  # a copy's or memset's dim is its count
@@ -249,24 +260,23 @@ def _compare(
     if ra.kind == "launch" and ra.param_bytes[1:] == rb.param_bytes[1:]:
         return out
     args_a, args_b = ra.args, rb.args
-    for name in dict.fromkeys([*args_a, *args_b]):
+    for name in _differing_args(args_a, args_b, differing):
         va, vb = args_a.get(name), args_b.get(name)
         if isinstance(va, ArrayRef) or isinstance(vb, ArrayRef):
             if not (isinstance(va, ArrayRef) and isinstance(vb, ArrayRef)):
                 out.append(Difference("arg", i, j, ra, rb, name, va, vb))
                 continue
-            if va == vb:
-                continue  # the same address is the same baked value, wherever it points
             for field, pa, pb in (("", va.ptr, vb.ptr), (".grad", va.grad, vb.grad)):
-                loc_a, text_a = _where(trace_a, ra, pa, buffers)
-                loc_b, text_b = _where(trace_b, rb, pb, buffers)
+                loc_a = _location(trace_a, ra, pa, buffers)
+                loc_b = _location(trace_b, rb, pb, buffers)
                 # A kernel is handed the whole descriptor, shape and strides included; a copy
                 # or memset only its count, compared on its own (copy-drift).
                 reshaped = not field and ra.kind == "launch" and (va.shape, va.strides) != (vb.shape, vb.strides)
-                if loc_a == loc_b and reshaped:
-                    text_a = f"{text_a or hex(pa)} shape {va.shape}"
-                    text_b = f"{text_b or hex(pb)} shape {vb.shape}"
                 if loc_a != loc_b or reshaped:
+                    text_a, text_b = _location_text(loc_a), _location_text(loc_b)
+                    if loc_a == loc_b:  # reshaped
+                        text_a = f"{text_a or hex(pa)} shape {va.shape}"
+                        text_b = f"{text_b or hex(pb)} shape {vb.shape}"
                     shown_a = va if not field else ArrayRef(pa, 0)
                     shown_b = vb if not field else ArrayRef(pb, 0)
                     out.append(Difference("arg", i, j, ra, rb, name + field, shown_a, shown_b, text_a, text_b))
@@ -279,6 +289,39 @@ def _compare(
     return out
 
 
+def _differing_args(
+    args_a: Mapping[str, Any],
+    args_b: Mapping[str, Any],
+    known: dict[tuple[int, int], tuple[Any, Any, tuple[str, ...]]] | None,
+) -> tuple[str, ...]:
+    """The names of the arguments whose decoded values differ, in the order of both calls.
+
+    An array that is the same address is the same baked value, wherever it points; which
+    of the others are the same buffer depends on when they are used, and is left to the
+    caller. Launches with the same parameter bytes share one decoded dict, and a solver
+    repeats the same pairs of launches in every substep: ``known`` keeps each pair's answer.
+    """
+    key = (id(args_a), id(args_b))
+    entry = known.get(key) if known is not None else None
+    if entry is not None and entry[0] is args_a and entry[1] is args_b:
+        return entry[2]
+    names = []
+    for name in dict.fromkeys([*args_a, *args_b]):
+        va, vb = args_a.get(name), args_b.get(name)
+        if va is vb:
+            continue
+        if isinstance(va, ArrayRef) and isinstance(vb, ArrayRef):
+            if va == vb:
+                continue
+        elif not (isinstance(va, ArrayRef) or isinstance(vb, ArrayRef)) and values_equal(va, vb):
+            continue
+        names.append(name)
+    found = tuple(names)
+    if known is not None:
+        known[key] = (args_a, args_b, found)
+    return found
+
+
 def _handle(trace: LaunchTrace, record: LaunchRecord, buffers: BufferSet | None, value: Any) -> tuple[Any, str | None]:
     """``(comparable location, readable location)`` of a structure whose id ``value`` is (a
     mesh, hash grid, BVH, volume or texture): one the call made, matched by order of
@@ -287,9 +330,18 @@ def _handle(trace: LaunchTrace, record: LaunchRecord, buffers: BufferSet | None,
     if type(value) is int and value > 0xFFFF:
         made = trace.allocation_at(value, record.seq)
         if made is not None and made.start == value and made.nbytes == 1:
-            return _where(trace, record, value, None)
+            location = _location(trace, record, value, None)
+            return location, _location_text(location)
     hit = buffers.handle(value) if buffers is not None else None
     return (hit, hit.label) if hit is not None else (value, None)
+
+
+def _same_identity(ra: LaunchRecord, rb: LaunchRecord) -> bool:
+    """``ra.identity() == rb.identity()``: the same kernel object is the cheap case."""
+    if ra.kind != rb.kind or ra.adjoint != rb.adjoint:
+        return False
+    kernel = ra.kernel_object
+    return (kernel is not None and kernel is rb.kernel_object) or ra.code == rb.code
 
 
 def _same(ra: LaunchRecord, rb: LaunchRecord, streams: bool) -> bool:
@@ -360,6 +412,7 @@ class _Comparison:
         self.a, self.b, self.buffers, self.scalars, self.streams = a, b, buffers, scalars, streams
         self.notes, self.out = notes, out
         self._bodies: tuple[dict[Any, list[int]], dict[Any, list[int]]] | None = None
+        self.differing: dict[tuple[int, int], tuple[Any, Any, tuple[str, ...]]] = {}  # see _differing_args
 
     def runs(self, index_a: list[int], index_b: list[int]) -> None:
         """Align two runs of operations (indices into each trace) and compare every pair."""
@@ -376,14 +429,14 @@ class _Comparison:
         while tail < n - head and tail < m - head and _same(records_a[n - 1 - tail], records_b[m - 1 - tail], streams):
             tail += 1
         mid_a, mid_b = records_a[head : n - tail], records_b[head : m - tail]
-        ids_a, ids_b = [r.identity() for r in mid_a], [r.identity() for r in mid_b]
-        if ids_a == ids_b:
+        if len(mid_a) == len(mid_b) and all(map(_same_identity, mid_a, mid_b)):
             # The same operations in the same order: pair them in place, so a value that
             # changes in every launch of a loop is that, not a shifted sequence.
-            middle: list[tuple[int | None, int | None]] = list(zip(range(len(ids_a)), range(len(ids_b))))
+            middle: list[tuple[int | None, int | None]] = list(zip(range(len(mid_a)), range(len(mid_b))))
         else:
             # Align on the exact operations, so one extra launch of a kernel that runs many
             # times is found where it is; what differs there is aligned by kernel.
+            ids_a, ids_b = [r.identity() for r in mid_a], [r.identity() for r in mid_b]
             keys_a = [r.match_key(streams) for r in mid_a]
             keys_b = [r.match_key(streams) for r in mid_b]
             middle = align(keys_a, keys_b, ids_a, ids_b)
@@ -405,7 +458,8 @@ class _Comparison:
                 out.append(Difference("missing", index_a[i], None, records_a[i], None))
             else:
                 ra, rb = records_a[i], records_b[j]
-                out.extend(_compare(a, ra, index_a[i], b, rb, index_b[j], self.buffers, self.scalars, streams))
+                out.extend(_compare(a, ra, index_a[i], b, rb, index_b[j], self.buffers, self.scalars, streams,
+                                    self.differing))  # fmt: skip
                 if ra.kind == "conditional" and rb.kind == "conditional" and ra.kernel == rb.kernel:
                     self.bodies(ra, rb)
 

@@ -28,6 +28,7 @@ from . import _session
 from .buffers import BufferSet, reach_index
 from .compare import Difference, compare_traces, topology_keys
 from .operations import Allocation, HostSync, LaunchRecord, ended, from_raw, same_launch
+from .params import Address
 from .site import Site
 
 __all__ = [
@@ -72,7 +73,10 @@ class LaunchTrace:
         # step, it is the one answer to "is this trace recording?".
         self.deliver: Any = ended
         self._alloc_index: tuple[list[int], list[Allocation], list[int]] | None = None
-        self._alloc_order: dict[Allocation, tuple[Site, int]] = {}
+        self._holding: dict[int, tuple[Allocation, ...]] = {}  # address -> allocations holding it (allocation_at)
+        # id(addresses) -> (them, allocations then, made_here(them))
+        self._made_here: dict[int, tuple[Any, int, tuple[Address, ...]]] = {}
+        self._alloc_order: dict[int, tuple[Allocation, tuple[Site, int]]] = {}  # see allocation_order
         # Allocations another call used too (a cache filled on a first call): not numbered.
         self._kept: frozenset[Allocation] = frozenset()
         self._user_view: LaunchTrace | None = None
@@ -102,6 +106,7 @@ class LaunchTrace:
         self.allocations = []
         self.host_syncs = []
         self._alloc_index = None
+        self._holding, self._made_here = {}, {}
         self._alloc_order = {}
         self._user_view = None
         self._started = True
@@ -217,20 +222,47 @@ class LaunchTrace:
         """
         if not self.allocations or not ptr:
             return None
+        holding = self._holding.get(ptr)
+        if holding is None or len(self._alloc_index[1]) != len(self.allocations):  # type: ignore[index]
+            holding = self._holding_of(ptr)
+        if before is None:
+            return holding[-1] if holding else None
+        for alloc in reversed(holding):
+            if alloc.seq < before:
+                return alloc
+        return None
+
+    def made_here(self, addresses: tuple[Address, ...]) -> tuple[Address, ...]:
+        """The ranges of ``addresses`` (an operation's :meth:`~LaunchRecord.addresses`) that
+        start in an allocation made during the trace, at any time: the only ones for which
+        :meth:`allocation_at` can answer anything but None. Kept per tuple, since launches
+        with the same arguments share one, and most ranges are the owners' buffers."""
+        if not self.allocations:
+            return ()
+        entry = self._made_here.get(id(addresses))
+        if entry is None or entry[0] is not addresses or entry[1] != len(self.allocations):
+            made = tuple(a for a in addresses if self.allocation_at(a.start) is not None)
+            entry = self._made_here[id(addresses)] = (addresses, len(self.allocations), made)
+        return entry[2]
+
+    def _holding_of(self, ptr: int) -> tuple[Allocation, ...]:
+        """The allocations that hold ``ptr``, oldest first: kept per address, since the
+        checks ask about the same few buffers for every operation of a step."""
         index = self._alloc_index
         if index is None or len(index[1]) != len(self.allocations):
             index = self._alloc_index = reach_index(self.allocations)
+            self._holding = {}
         starts, ordered, reach = index
-        best = None
+        found = []
         i = bisect.bisect_right(starts, ptr)
         # reach[j] is the furthest end among the first j+1 allocations: once it is at or
         # below ptr, no earlier allocation can hold ptr.
         while i > 0 and reach[i - 1] > ptr:
             i -= 1
-            alloc = ordered[i]
-            if ptr < alloc.end and (before is None or alloc.seq < before) and (best is None or alloc.seq > best.seq):
-                best = alloc
-        return best
+            if ptr < ordered[i].end:
+                found.append(ordered[i])
+        holding = self._holding[ptr] = tuple(sorted(found, key=lambda a: a.seq))
+        return holding
 
     def same_launches(self, other: LaunchTrace) -> bool:
         """Whether ``other`` holds, pair by pair, the same launches as this trace, each an
@@ -258,30 +290,46 @@ class LaunchTrace:
         cache a Warp call fills on its first call only (a quadrature's points). Not per
         size: scratch sized by a host count is the same temporary in every call.
         """
+        # Keyed by identity (an Allocation hashes all its fields): the comparison asks about
+        # the same few temporaries for every operation that differs.
         order = self._alloc_order
-        if alloc not in order:
-            counts: dict[tuple[Any, ...], int] = {}
-            order.clear()
+        entry = order.get(id(alloc))
+        if entry is None or entry[0] is not alloc:
+            self._number_allocations()
+            entry = order.get(id(alloc))
+            if entry is None or entry[0] is not alloc:  # an equal Allocation, not the trace's own object
+                entry = next((e for e in order.values() if e[0] == alloc), None)
+                if entry is None:
+                    raise KeyError(alloc)
+        return entry[1]
 
-            def number(a: Allocation, body: Any = None) -> None:
-                if a in self._kept:  # made here and used again by the other call: no temporary
-                    order[a] = (a.site, -1)
-                elif a not in order:
-                    # Counted afresh in each run of a conditional body: a capture records
-                    # one run, which compares with each eager iteration.
-                    key = (a.site, a.dtype, a.device, body)
-                    order[a] = (a.site, counts.get(key, 0))
-                    counts[key] = order[a][1] + 1
+    def _number_allocations(self) -> None:
+        """Fill the order :meth:`allocation_order` reads (id of an allocation -> (it, (site, k)))."""
+        order = self._alloc_order
+        counts: dict[tuple[Any, ...], int] = {}
+        order.clear()
 
-            for record in self.records:
-                body = record.nested if type(record.nested) is tuple else None
-                for address in record.addresses():
-                    used = self.allocation_at(address.start, record.seq)
-                    if used is not None:
-                        number(used, body)
-            for a in self.allocations:  # the ones no operation uses, after the others
-                number(a)
-        return order[alloc]
+        def number(a: Allocation, body: Any = None) -> None:
+            if id(a) in order:
+                return
+            if a in self._kept:  # made here and used again by the other call: no temporary
+                order[id(a)] = (a, (a.site, -1))
+            else:
+                # Counted afresh in each run of a conditional body: a capture records
+                # one run, which compares with each eager iteration.
+                key = (a.site, a.dtype, a.device, body)
+                k = counts.get(key, 0)
+                order[id(a)] = (a, (a.site, k))
+                counts[key] = k + 1
+
+        for record in self.records:
+            body = record.nested if type(record.nested) is tuple else None
+            for address in self.made_here(record.addresses()):
+                used = self.allocation_at(address.start, record.seq)
+                if used is not None:
+                    number(used, body)
+        for a in self.allocations:  # the ones no operation uses, after the others
+            number(a)
 
     # -- comparison -----------------------------------------------------------------------
 
