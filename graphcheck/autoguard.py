@@ -202,6 +202,7 @@ class AutoGuard:
                     self.device, reference, _owners_from_frame(frame), options, name=f"capture at {site}"
                 )
                 self._graphcheck._site = site_of(frame.f_code, frame.f_lasti)  # the with line: its comment counts
+                self._graphcheck._block_is_reference = reference is not None  # the block's own calls, run again
                 autoguard._inside += 1  # the guard's own capture reaches Warp's capture_begin
                 try:
                     self._graphcheck.__enter__()

@@ -68,10 +68,11 @@ class CheckedGraph:
             commands the owners hold (:func:`graphcheck.replay.baked_values`).
         fallback: what :meth:`launch` runs in place of a graph that fails its checks
             (:class:`~graphcheck.fallback.Fallback`: ``.mode``, and ``.report`` once it falls back).
-        eager_calls: how many times the capture called the step eagerly: ``warmup`` calls,
-            the reference call, one more call after a launch-sequence-drift (see
-            ``warmup``), and one more to see whether swapped buffers stay identical (see
-            the buffer-drift page).
+        eager_calls: how many steps the producer took before this graph's first replay:
+            ``warmup`` calls and the reference call, and, where the verdict needed later calls
+            (a launch-sequence-drift, see ``warmup``; swapped buffers that may stay identical,
+            see the buffer-drift page), the first capture's one replay and one more eager call
+            (this graph is then a second capture). An eagerly stepped twin steps as often.
     """
 
     def __init__(

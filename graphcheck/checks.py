@@ -59,10 +59,12 @@ def _kind_of(diff: Difference) -> str:
     return "scalar-drift"
 
 
-#: What a capture is compared with, as the findings name it: an eager reference call, or
-#: (at a site validated before) the capture that was validated.
+#: What a capture is compared with, as the findings name it: an eager reference call,
+#: (at a site validated before) the capture that was validated, or (a guarded block after
+#: a retry) the capture graphcheck made of the reference after later calls.
 REFERENCE_CALL = "the reference call"
 VALIDATED_CAPTURE = "the validated capture"
+LATER_CAPTURE = "the reference's later capture"
 
 
 def _where(diff: Difference, against: str) -> str:

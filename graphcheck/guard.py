@@ -33,7 +33,7 @@ from .buffers import BufferSet
 from .checked import CheckedGraph, owned_arrays, owned_buffers
 from .config import DISABLED, disabled_by_environment
 from .fallback import Fallback, on_failure_with
-from .findings import NOT_APPLICABLE, Report, act, comment_allowances
+from .findings import NOT_APPLICABLE, Finding, Report, act, comment_allowances
 from .graph import GraphMatch, read_match
 from .operations import BakedValue
 from .options import CaptureOptions, check_option_names
@@ -98,6 +98,19 @@ def judge(
     comments, unknown = comment_allowances(site, (record.site for record in user))
     outcome.notes.extend(unknown)
     return outcome.report(allow=options.allow + comments, name=name, device=device, operations=len(user)), match
+
+
+@dataclass
+class _Retry:
+    """Why a verdict needs later calls, and what was seen before them (see GraphGuard._retry)."""
+
+    first: Report  # the first capture's verdict
+    trace: LaunchTrace  # the first capture's trace
+    drift: bool  # a launch-sequence-drift, perhaps work only the first call does
+    pairs: list[tuple[str, ...]]  # swapped buffers that held the same values after the reference call
+    arrays: dict[str, Any]  # the owners' arrays by label, read again after the later calls
+    before: dict[str, bytes] | None  # the pairs' bytes after the reference call
+    after: dict[str, bytes] | None = None  # and after the later calls
 
 
 @dataclass(frozen=True)
@@ -322,8 +335,12 @@ class GraphGuard:
         self._trace: LaunchTrace | None = None
         self._capture: Any = None
         self._reused: _Validated | None = None
-        #: Eager calls of the reference made so far: warm-up calls, the reference call, a retry.
+        #: Steps the producer took before the graph's first replay: warm-up calls, the
+        #: reference call, and a retry's replay of the first capture and eager call.
         self.eager_calls = 0
+        #: Whether the guarded block is a call of ``reference`` (gc.capture's is): a retry's
+        #: new capture of the reference then stands for the block's.
+        self._block_is_reference = False
 
     # -- the block: record ----------------------------------------------------------------
 
@@ -423,7 +440,7 @@ class GraphGuard:
 
     # -- after recording: judge -----------------------------------------------------------
 
-    def _judge(self, trace: LaunchTrace, capture_error: BaseException | None) -> None:
+    def _judge(self, trace: LaunchTrace, capture_error: BaseException | None, retry: _Retry | None = None) -> None:
         holders: list[tuple[str, Any]] = []
         owned = self._owned_after(holders)
         user = trace.user_view()
@@ -440,10 +457,13 @@ class GraphGuard:
             self.report, match = judge(self._reference_trace, trace, owned, self.graph, self.options, name=self.name,
                                        device=self.device, validated_before=validated_before,
                                        site=self._site)  # fmt: skip
-            if self._retries():
-                owned, match = self._retry(trace, owned, match)
-            if self._mirrored_swaps():
-                owned = self._owned_after()  # one more call renamed the swapped buffers
+            if retry is not None:
+                self._settle(retry, trace, owned)
+            else:
+                retry = self._retry()
+                if retry is not None:
+                    self._capture_again(retry)  # judges the new capture in place of this one
+                    return
         values = baked_values(user, holders) if self.graph is not None else []
         self.checked = self._checked(lambda: baked_addresses(trace, user, owned, match), trace, match, values)
         self.checked.eager_calls = self.eager_calls
@@ -453,96 +473,148 @@ class GraphGuard:
             entry = _Validated(self._key[1], self.report, _signature(owned), weakref.ref(self.checked))
             _remember(self._key, entry)
 
-    def _retries(self) -> bool:
-        """Whether to compare the capture with one more eager call: the operations differed
-        (perhaps work only the first call does), and the user did not choose ``warmup``."""
-        return (
-            self.options.warmup is None
-            and self.reference is not None
-            and self._reference_trace is not None
-            and any(f.kind == "launch-sequence-drift" for f in self.report.findings)
-        )
+    # -- a verdict that needs later calls: capture once more --------------------------------
 
-    def _retry(self, trace: LaunchTrace, owned: BufferSet | None, match: GraphMatch | None) -> tuple[Any, Any]:
-        """Call the reference once more, eagerly, and compare that call with the capture.
+    def _retry(self) -> _Retry | None:
+        """Whether the verdict needs a later call, and why (None: it does not).
 
-        The reference call was the first call: set-up only a first call does (lazy
-        allocations and their launches, a cache reset, gradients a reused tape zeroes from
-        the second call on) makes it differ from the capture, although every replay does
-        what later eager calls do. The capture is a later call; when this later eager call
-        matches it, the first call's extra work was the only difference and this comparison
-        is the verdict. Costs one more step of the producer, said in a note.
+        - The operations differed, perhaps by work only the first call does (lazy
+          allocations and their launches, a cache reset, gradients a reused tape zeroes from
+          the second call on), and the user did not choose ``warmup``: the capture is a
+          later call, so a later eager call is the evidence.
+        - Two buffers traded places, but hold the same values now (a solver that leaves its
+          input and output states identical after each step, as Newton's VBD does): seen
+          equal at a second call boundary too, whichever of the two a replay reads holds
+          what eager stepping would. A swap that carries state leaves them different, and
+          then no call is added.
         """
+        if self.reference is None or self._reference_trace is None:
+            return None
+        drift = self.options.warmup is None and any(f.kind == "launch-sequence-drift" for f in self.report.findings)
+        swaps = [f for f in self.report.findings if f.kind == "buffer-drift" and f.detail.get("swapped buffers")]
+        pairs = list({frozenset(p): tuple(p) for f in swaps for p in f.detail["swapped buffers"]}.values())
+        arrays = owned_arrays(self._owners) if pairs else {}
+        before = _contents(arrays, pairs) if pairs and all(label in arrays for p in pairs for label in p) else None
+        if before is None or any(before[a] != before[b] for a, b in pairs):
+            pairs, before = [], None  # the usual case: a swap that carries state, judged as it is
+        if not drift and not pairs:
+            return None
+        return _Retry(self.report, self._trace or LaunchTrace.empty(), drift, pairs, arrays, before)
+
+    def _capture_again(self, retry: _Retry) -> None:
+        """Take the later calls a verdict needs, then capture once more and judge that capture.
+
+        The first capture is replayed once (the step it holds: the producer's device state
+        catches up with its host state), the step is called once more eagerly under a trace,
+        and then captured again; that eager call and the new capture are compared as the
+        reference call and the capture are, and the new graph is the one handed back. So
+        nothing graphcheck runs comes after the graph it returns: a temporary the step
+        makes and keeps each call (``self.scratch = wp.clone(x)``) is, on the owner, the
+        one the graph's replays write. Costs two more steps of the producer, said in a note.
+        """
+        _warp.replay_once(self.graph, self.options.stream)
         with LaunchTrace(eager=True) as again:
             self.reference()
-        self.eager_calls += 1
-        first = self.report
-        owned_again = self._owned_after()  # the names the owners give the buffers now
-        report, match_again = judge(again, trace, owned_again, self.graph, self.options, name=self.name,
-                                    device=self.device, site=self._site)  # fmt: skip
-        count = sum(f.detail.get("operations", 1) for f in first.findings if f.kind == "launch-sequence-drift")
-        if any(f.kind == "launch-sequence-drift" for f in report.findings):
-            first.notes += (
-                "graphcheck called the step once more, eagerly, after the capture (one extra step): that call "
-                "issued other operations than the capture too, so the drift is not work only the first call does",
-            )
-            return owned, match
-        report.notes += (
-            f"the reference call issued other operations than the capture ({count} only in one of them), as when "
-            f"the first call does set-up that later calls do not: graphcheck called the step once more, eagerly, "
-            f"after the capture, and that call matched it; this verdict compares them (the producer took one extra "
-            f"step; warmup=1 makes it a warm-up call before the reference call instead). Work the step does every "
-            f"few calls, first on the first call (a rebuild every 10 steps counted from 0), looks the same, and the "
-            f"graph never does it: warmup=0 reports the drift instead",
-        )
-        self._reference_trace, self.report = again, report
-        return owned_again, match_again
+        self.eager_calls += 2  # the replay of the first capture was a step too
+        retry.after = _contents(retry.arrays, retry.pairs) if retry.pairs else None
+        graph, trace, error = self._capture_reference()
+        self._reference_trace, self.graph = again, graph
+        self._judge(trace, error, retry)
 
-    def _mirrored_swaps(self) -> bool:
-        """Drop the buffer-drift findings of swaps whose two buffers hold the same values at
-        every call boundary (a solver that leaves its input and output states identical
-        after each step, as Newton's VBD does): whichever of the two a replay reads, it
-        reads what eager stepping would.
+    def _capture_reference(self) -> tuple[Any, LaunchTrace, BaseException | None]:
+        """The reference call captured under a trace, as the block was: the graph (None when
+        the capture failed), the trace, and the capture error. The user's own exception
+        propagates unchanged."""
+        assert self.reference is not None
+        trace = trace_launches(include_warp=True)
+        trace.__enter__()
+        error: BaseException | None = None
+        try:
+            capture = _warp.scoped_capture(self.device, **self.options.scoped_capture())
+            _guards.opening += 1
+            try:
+                capture.__enter__()
+            finally:
+                _guards.opening -= 1
+            try:
+                self.reference()
+            except BaseException as exc:
+                error = exc
+            _guards.opening += 1
+            try:
+                capture.__exit__(type(error) if error else None, error, error.__traceback__ if error else None)
+            except Exception as exc:  # ending the capture failed: the capture was invalid
+                error = error or exc
+            finally:
+                _guards.opening -= 1
+        finally:
+            trace.__exit__(None, None, None)
+            if _warp.capture_in_progress(self.device):
+                _warp.abort_capture(self.device)
+        if error is not None and not checks.is_capture_error(error):
+            raise error
+        return (capture.graph if error is None else None), trace, error
 
-        Seen at two boundaries: the two buffers are equal now (after the reference call),
-        and after one more eager call, which changed them, they are equal again. A swap
-        that carries state leaves them different, and then no call is added. Costs one more
-        step of the producer when they are equal now, said in a note; returns whether it
-        called the step.
-        """
-        swaps = [f for f in self.report.findings if f.kind == "buffer-drift" and f.detail.get("swapped buffers")]
-        if not swaps or self.reference is None or self._reference_trace is None:
-            return False
-        arrays = owned_arrays(self._owners)
-        unordered = {frozenset(p): tuple(p) for f in swaps for p in f.detail["swapped buffers"]}
-        pairs = list(unordered.values())
-        if any(label not in arrays for pair in pairs for label in pair):
-            return False
-        before = _contents(arrays, pairs)
-        if before is None or any(before[a] != before[b] for a, b in pairs):
-            return False  # the usual case: a swap that carries state, judged without another call
-        self.reference()
-        self.eager_calls += 1
-        after = _contents(arrays, pairs)
-        names = ", ".join(f"{a} and {b}" for a, b in pairs)
-        if after is None or any(after[a] != after[b] or after[a] == before[a] for a, b in pairs):
-            self.report.notes += (
-                f"{names} held the same values after the reference call; graphcheck called the step once more, "
-                "eagerly, after the capture (one extra step): after it they differed, or were unchanged, so the swap "
-                "may carry state",
-            )
-            return True
-        kept = [f for f in (*self.report.findings, *self.report.suppressed) if f not in swaps]
-        note = (
-            f"{names} trade places between the reference call and the capture, but hold the same values after "
-            "each call: equal after the reference call, and equal again after one more eager call that changed "
-            "them (graphcheck called the step once more after the capture: one extra step); whichever of the two "
-            "a replay reads holds what eager stepping would read"
+    def _settle(self, retry: _Retry, trace: LaunchTrace, owned: BufferSet | None) -> None:
+        """The new capture's verdict, with what the later calls showed: a drift only the
+        first call made is gone (else it is real), and swapped buffers that held the same
+        values after the reference call and again after the later calls, which changed
+        them, carry no state. A guarded block that is not a call of the reference must also
+        issue what the reference's new capture issues."""
+        r, notes = self.report, list(self.report.notes)
+        kept = [*r.findings, *r.suppressed]
+        block: list[Finding] = []
+        if not self._block_is_reference:
+            block = checks.comparison(trace.user_view(), retry.trace.user_view(), owned,
+                                      strict=self.options.strict_ownership, validated_before=False,
+                                      against=checks.LATER_CAPTURE).findings  # fmt: skip
+            kept += block
+        steps = (
+            "graphcheck replayed the capture once, called the step once more eagerly and captured it again (two "
+            "extra steps; the graph returned is the new capture)"
         )
-        r = self.report
+        if block:
+            notes.append(f"{steps}; the guarded block's own capture issued other operations than that new "
+                         "capture of reference= (a guarded block must issue what reference= issues at every later "
+                         "call)")  # fmt: skip
+        elif retry.drift and any(f.kind == "launch-sequence-drift" for f in r.findings):
+            notes.append(f"{steps}: that eager call and the new capture issued other operations too, so the drift is "
+                         "not work only the first call does")  # fmt: skip
+        elif retry.drift:
+            drifts = [f for f in retry.first.findings if f.kind == "launch-sequence-drift"]
+            count = sum(f.detail.get("operations", 1) for f in drifts)
+            notes.append(
+                f"the reference call issued other operations than the capture ({count} only in one of them), as when "
+                f"the first call does set-up that later calls do not: {steps}, and that eager call and the new "
+                f"capture matched; this verdict compares them (warmup=1 makes one warm-up call before the reference "
+                f"call instead). Work the step does every few calls, first on the first call (a rebuild every 10 "
+                f"steps counted from 0), can look the same, and the graph never does it: warmup=0 reports the drift "
+                f"instead"
+            )
+        if retry.pairs:
+            names = ", ".join(f"{a} and {b}" for a, b in retry.pairs)
+            before, after = retry.before or {}, retry.after
+            mirrored = {frozenset(p) for p in retry.pairs}
+            swapped = [
+                f for f in kept
+                if f.kind == "buffer-drift" and f.detail.get("swapped buffers")
+                and all(frozenset(p) in mirrored for p in f.detail["swapped buffers"])
+            ]  # fmt: skip
+            if not swapped:
+                notes.append(f"{names} traded places between the reference call and the capture; {steps}: that eager "
+                             "call and the new capture use the same buffers")  # fmt: skip
+            elif after is None or any(after[a] != after[b] or after[a] == before[a] for a, b in retry.pairs):
+                notes.append(f"{names} held the same values after the reference call; {steps}: after those calls they "
+                             "differed, or were unchanged, so the swap may carry state")  # fmt: skip
+            else:
+                kept = [f for f in kept if f not in swapped]
+                notes.append(
+                    f"{names} trade places between the reference call and the capture, but hold the same values "
+                    f"after each call: equal after the reference call, and equal again, and changed, after later "
+                    f"calls: {steps}. Whichever of the two a replay reads holds what eager stepping would read"
+                )
         self.report = Report(kept, allow=self.options.allow, name=r.name, device=r.device, operations=r.operations,
-                             checks=r.checks, skipped=r.skipped, notes=(*r.notes, note))  # fmt: skip
-        return True
+                             checks=r.checks, skipped=r.skipped, notes=tuple(notes))  # fmt: skip
 
     def _judge_reused(self, reused: _Validated, trace: LaunchTrace) -> None:
         """The verdict at a site validated before whose owners hold the same buffers: no
@@ -762,6 +834,7 @@ def capture(
     # The fallback is checked here, where the call to fall back to is known.
     guard = GraphGuard(device, ref, owners, CaptureOptions.of(settings, fallback=None), name=_callable_name(fn))
     guard.options, guard._call = settings, (fn, args, kwargs)
+    guard._block_is_reference = True
     code, lasti = _caller_site(2)
     if code is not None:
         guard._site = site_of(code, lasti)  # the gc.capture(...) line: its suppression comment counts

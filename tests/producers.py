@@ -1296,6 +1296,43 @@ class CloneKeptByOwner(Producer):
         self.launch(K.blend, [self.snapshot, self.v, self.x])
 
 
+class FirstCallSetupKeepsClone(Producer):
+    """First-call set-up, and a snapshot cloned every call and kept on the producer: the
+    verdict needs a call after the first capture, and the snapshot the owner keeps must be
+    the one the returned graph's replays write (graphcheck captures again after that call)."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.ready = False
+        self.snapshot = wp.clone(self.x)
+
+    def step(self):
+        if not self.ready:
+            self.x.fill_(1.0)
+            self.ready = True
+        self.launch(K.integrate, [self.x, self.v, 0.1])
+        self.snapshot = wp.clone(self.x)
+        self.launch(K.blend, [self.snapshot, self.v, self.x])
+
+
+class MirroredSwapKeepsClone(Producer):
+    """States swapped and left identical after each step, and a snapshot cloned every call
+    and kept on the producer, as Newton's XPBD keeps particle_q_init: the swap's verdict
+    needs a later call, and the snapshot the owner keeps must be the one replays write."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.y = wp.zeros(N, dtype=float, device=device)
+        self.snapshot = wp.clone(self.x)
+
+    def step(self):
+        self.snapshot = wp.clone(self.x)
+        self.launch(K.scale, [self.y, self.x, 0.5, 1])
+        self.launch(K.blend, [self.snapshot, self.v, self.y])
+        wp.copy(self.x, self.y)
+        self.x, self.y = self.y, self.x
+
+
 class ContentsChangedInPlace(Producer):
     """Safe to capture, and after it the buffers' contents change in place: still safe."""
 
@@ -1519,6 +1556,8 @@ SAFE = [
     ConditionalBranch,
     HashGridRebuild,
     CloneKeptByOwner,
+    FirstCallSetupKeepsClone,
+    MirroredSwapKeepsClone,
     ContentsChangedInPlace,
     KeyedMoments,
     DequeHistory,

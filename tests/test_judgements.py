@@ -1553,7 +1553,7 @@ class Conditionals(Base):
 
             def body():
                 wp.launch(K.add_one, dim=N, inputs=[self.x], device=d)
-                if frame == 2:
+                if frame % 2 == 0:  # every other call: the capture's, not the eager call after it
                     wp.launch(K.add_one, dim=N, inputs=[self.y], device=d)
 
             wp.capture_if(self.flag, on_true=body)
@@ -2080,12 +2080,12 @@ class Sequences(Base):
             for i in range(3):
                 wp.launch(K.axpy, dim=N, inputs=[self.v, self.x, float(i + frame)], device=d)
         elif how == "extra_first":
-            if frame == 2:
+            if frame % 2 == 0:  # every other call: the capture's, not the eager call after it
                 wp.launch(K.axpy, dim=N, inputs=[self.v, self.x, 0.0], device=d)
             for i in range(1, 3):
                 wp.launch(K.axpy, dim=N, inputs=[self.v, self.x, float(i)], device=d)
         elif how == "extra_and_drift":
-            if frame == 2:
+            if frame % 2 == 0:
                 wp.launch(K.add_one, dim=N, inputs=[self.y], device=d)
             wp.launch(K.axpy, dim=N, inputs=[self.v, self.x, 1.0], device=d)
             wp.launch(K.damp, dim=N, inputs=[self.v, 1.0 - 0.01 * frame], device=d)
@@ -2323,7 +2323,8 @@ class FirstCallWork(Base):
             if frame > 1:
                 self.cache.fill_(1.0)
             return self.cache
-        if self.how == "second_call_only":  # the capture's call does it, later calls do not
+        if self.how == "second_call_only":  # the first capture's call does it, later calls do not: the graph
+            # graphcheck returns is captured from a later call (it captures again after a drift)
             if frame == 2:
                 self.cache.fill_(1.0)
             return self.cache
@@ -2342,17 +2343,11 @@ variant("FirstCall_lazy_buffer", FirstCallWork, how="lazy_buffer")
 variant("FirstCall_new_object_reset", FirstCallWork, how="new_object_reset")
 variant("FirstCall_reorder_once", FirstCallWork, how="reorder_once")
 variant("FirstCall_from_second_call", FirstCallWork, how="from_second_call")
-variant("FirstCall_second_call_only", FirstCallWork, how="second_call_only", expect=["launch-sequence-drift"])
-variant(
-    "FirstCall_every_third_call",
-    FirstCallWork,
-    how="every_third_call",
-    expect=["launch-sequence-drift"],
-    defect={
-        "capture": "work every third call, first on the first, is missed: the call after the capture (the third) "
-        "matches it; a pattern longer than the calls compared is not seen (docs: limits)"
-    },
-)
+# gc.capture returns the later capture, which does what later calls do; a GraphGuard's block is
+# the user's own code, captured at the second call, and must issue what the later capture does.
+variant("FirstCall_second_call_only", FirstCallWork, how="second_call_only", guard_expect=["launch-sequence-drift"])
+# The first, fourth... calls: the retry's eager call (the third) does not, its capture (the fourth) does.
+variant("FirstCall_every_third_call", FirstCallWork, how="every_third_call", expect=["launch-sequence-drift"])
 
 
 # -- the tests ------------------------------------------------------------------------------------
@@ -2456,7 +2451,7 @@ WRONG_REPLAY = {
     "Struct_grid_swap",
     "Order_extra_copy",
     "Grad_swap",
-    "FirstCall_second_call_only",
+    "FirstCall_every_third_call",
 }
 SHOWN_WRONG = [_param(c, "wrong") for c in JUDGEMENTS if c.__name__ in WRONG_REPLAY]
 
@@ -2491,7 +2486,7 @@ def test_graph_guard_judges_alike(cls):
     p = cls(DEVICE)
     with gc.GraphGuard(device=DEVICE, reference=p.step, owners=(p,), on_failure="ignore") as guard:
         p.step()
-    _assert_verdict(guard.report, cls.expect)
+    _assert_verdict(guard.report, getattr(cls, "guard_expect", cls.expect))
 
 
 @pytest.mark.parametrize("cls", SAFE)

@@ -31,12 +31,13 @@ def _capture(cls, **options):
 
 
 @pytest.mark.parametrize("cls", FIRST_CALL, ids=lambda c: c.__name__)
-def test_first_call_work_is_settled_by_one_more_eager_call(cls):
+def test_first_call_work_is_settled_by_one_more_eager_call_and_a_new_capture(cls):
     checked = _capture(cls)
     assert checked.report.ok, str(checked.report)
-    assert checked.eager_calls == 2
+    assert checked.eager_calls == 3  # the reference call, the first capture's replay, one more eager call
     (note,) = [n for n in checked.report.notes if "once more" in n]
-    assert "matched" in note and "one extra step" in note and "warmup=1" in note
+    assert "matched" in note and "two extra steps" in note and "warmup=1" in note
+    assert "the graph returned is the new capture" in note
 
 
 @pytest.mark.parametrize("cls", FIRST_CALL, ids=lambda c: c.__name__)
@@ -60,7 +61,7 @@ def test_without_warmup_or_retry_the_finding_says_it_looks_like_first_call_work(
 def test_work_every_other_call_is_still_drift_after_one_more_call(cls):
     checked = _capture(cls)
     assert set(checked.report.kinds()) == {"launch-sequence-drift"}, str(checked.report)
-    assert checked.eager_calls == 2
+    assert checked.eager_calls == 3
     assert any("not work only the first call does" in n for n in checked.report.notes)
     assert all("first-call" not in f.message for f in checked.report.findings)
 
@@ -78,7 +79,19 @@ def test_graph_guard_takes_warmup():
     producer = P.FirstCallSetup(DEVICE)
     with gc.GraphGuard(DEVICE, producer.step, (producer,), on_failure="ignore") as guard:
         producer.step()
-    assert guard.report.ok and guard.eager_calls == 2, str(guard.report)
+    assert guard.report.ok and guard.eager_calls == 3, str(guard.report)
+
+
+def test_a_guarded_block_unlike_its_reference_stays_reported_after_the_retry():
+    """The retry captures the reference again; a guarded block is the user's own code, so
+    it must still issue what that capture issues."""
+    producer = P.DeviceCounter(DEVICE)
+    with gc.GraphGuard(DEVICE, producer.step, (producer,), on_failure="ignore") as guard:
+        producer.frame = 0
+        P.HostCounter.step(producer)  # another kernel than the reference's
+    assert guard.eager_calls == 3 and "launch-sequence-drift" in guard.report.kinds(), str(guard.report)
+    assert any("the reference's later capture" in f.message for f in guard.report.findings), str(guard.report)
+    assert any("a guarded block must issue what reference= issues" in n for n in guard.report.notes), str(guard.report)
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "1"])

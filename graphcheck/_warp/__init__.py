@@ -34,6 +34,7 @@ from .capture import (
     kernel_function,
     loaded_cuda_kernels,
     patch_capture_api,
+    replay_once,
     scoped_capture,
 )
 from .hooks import (
@@ -187,6 +188,7 @@ __all__ = [
     "process_caches",
     "release",
     "replay_config",
+    "replay_once",
     "required_internals",
     "resolve_block_dim",
     "resolve_overload",

@@ -32,6 +32,13 @@ def capture_launch(graph: Any, stream: Any = None) -> None:
     ORIGINAL_CAPTURE_LAUNCH(graph, stream=stream)
 
 
+def replay_once(graph: Any, stream: Any = None) -> None:
+    """Replay ``graph`` once with Warp's own ``wp.capture_launch`` and wait for it, so that
+    what runs next on any stream of its device comes after it."""
+    ORIGINAL_CAPTURE_LAUNCH(graph, stream=stream)
+    wp.synchronize_device(graph.device)
+
+
 def capture_in_progress(device: Any) -> bool:
     """Whether a Warp capture is open on ``device`` (its current stream for CUDA)."""
     device = _runtime().get_device(device)
