@@ -27,7 +27,7 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from . import _warp
-from .checked import CheckedGraph
+from .checked import CheckedGraph, observe_replays
 from .findings import Allow, Report, allowances
 from .guard import GraphGuard, InferredOwners, checking_enabled, observe, opening_capture
 from .options import CaptureOptions
@@ -138,6 +138,7 @@ class AutoGuard:
         # graphcheck's own use of Warp's capture_begin / capture_end is.
         self._begun: dict[str, list[Any]] = {}
         self._inside = 0
+        self._checking = 0  # > 0 while checking before a wp.capture_launch
 
     @property
     def findings(self) -> list[Any]:
@@ -164,7 +165,8 @@ class AutoGuard:
         self._restore = _warp.patch_capture_api(
             self._scoped, self._capture_launch, self._capture_begin, self._capture_end
         )
-        self._stop_observing = observe(self._programs_guard)
+        stop_guards, stop_replays = observe(self._programs_guard), observe_replays(self._programs_replay_check)
+        self._stop_observing = lambda: (stop_guards(), stop_replays())
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -261,6 +263,21 @@ class AutoGuard:
         capture.__exit__(None, None, None)
         return capture.graph
 
+    def _programs_replay_check(self, checked: CheckedGraph, report: Report) -> None:
+        """A replay check of the program's own (``checked.launch()``, ``check_replay()``) that
+        found something: counted with the others, named after the program's line."""
+        if not self._checking:  # not the check this AutoGuard makes before wp.capture_launch
+            self._replay_report(checked.graph, report, "the program's replay check", "found by")
+
+    def _replay_report(self, graph: Any, report: Report, what: str, verb: str) -> None:
+        # Suppressed findings too: the allowance that accepted them is then seen to match.
+        new = [f for f in report.findings + report.suppressed if (id(graph), f.message) not in self._reported]
+        if new:
+            self._reported.update((id(graph), f.message) for f in new)
+            frame = _user_frame(sys._getframe(1))
+            site = site_of(frame.f_code, frame.f_lasti) if frame is not None else None
+            self.replay_reports.append(_replayed_at(report, site, self.options.allow, what, verb))
+
     def _record(self, guard: GraphGuard) -> None:
         self.reports.append(guard.report)
         if guard.graph is not None and guard.checked is not None:
@@ -271,14 +288,12 @@ class AutoGuard:
     def _capture_launch(self, graph: Any, stream: Any = None) -> None:
         checked = self._graphs.get(graph)
         if checked is not None:
-            report = checked.check_replay(on_failure="ignore")
-            # Suppressed findings too: the allowance that accepted them is then seen to match.
-            new = [f for f in report.findings + report.suppressed if (id(graph), f.message) not in self._reported]
-            if new:
-                self._reported.update((id(graph), f.message) for f in new)
-                frame = _user_frame(sys._getframe(1))
-                site = site_of(frame.f_code, frame.f_lasti) if frame is not None else None
-                self.replay_reports.append(_replayed_at(report, site, self.options.allow))
+            self._checking += 1
+            try:
+                report = checked.check_replay(on_failure="ignore")
+            finally:
+                self._checking -= 1
+            self._replay_report(graph, report, "wp.capture_launch", "replayed by")
         _warp.capture_launch(graph, stream)
 
     def unused_allow(self) -> list[Allow]:
@@ -333,16 +348,18 @@ _HOW = {
 }
 
 
-def _replayed_at(report: Report, site: Site | None, allow: Any) -> Report:
-    """``report`` named after the ``wp.capture_launch`` line whose replay check made it."""
+def _replayed_at(report: Report, site: Site | None, allow: Any, what: str, verb: str) -> Report:
+    """``report`` named after the line whose replay check made it: ``what`` (the
+    ``wp.capture_launch`` graphcheck checks before, or the program's own replay check) at
+    that line, ``verb`` how the findings say so ("replayed by", "found by")."""
     if site is None:
         return report
-    where = f"wp.capture_launch at {site.short}"
+    where = f"{what} at {site.short}"
     findings = [
         dataclasses.replace(
             f,
-            message=f"{f.message.split('; fix: ')[0]}; replayed by {where}; fix: {f.fix}.",
-            values=f"{f.values}; replayed by {where}" if f.values else f"replayed by {where}",
+            message=f"{f.message.split('; fix: ')[0]}; {verb} {where}; fix: {f.fix}.",
+            values=f"{f.values}; {verb} {where}" if f.values else f"{verb} {where}",
             detail={**f.detail, "replayed at": f"{site.filename}:{site.lineno}"},
         )
         for f in report.findings + report.suppressed

@@ -24,7 +24,19 @@ from .operations import Baked, BakedValue
 from .options import CaptureOptions
 from .record import LaunchTrace
 
-__all__ = ["CheckedGraph", "owned_buffers"]
+__all__ = ["CheckedGraph", "observe_replays", "owned_buffers"]
+
+#: Who hears of each replay check that found something: ``callback(checked, report)``,
+#: before it acts on the report (``graphcheck run`` and the pytest marker count a
+#: program's own replay checks with theirs).
+_replay_observers: list[Callable[[CheckedGraph, Report], None]] = []
+
+
+def observe_replays(callback: Callable[[CheckedGraph, Report], None]) -> Callable[[], None]:
+    """Call ``callback(checked, report)`` whenever a replay check finds something (in any
+    thread); returns the function that stops it."""
+    _replay_observers.append(callback)
+    return lambda: _replay_observers.remove(callback)
 
 
 def owned_buffers(
@@ -174,6 +186,9 @@ class CheckedGraph:
             findings += [finding for finding in changed if (finding.index, finding.arg) not in stale]
         report = Report(findings, allow=self.options.allow, name=name, device=device,
                         operations=self.report.operations, checks=["replay"])  # fmt: skip
+        if report.findings or report.suppressed:
+            for callback in list(_replay_observers):
+                callback(self, report)
         act(report, on_failure or self.options.on_failure)
         return report
 

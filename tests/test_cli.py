@@ -127,6 +127,50 @@ def test_run_checks_stale_pointers_at_every_capture_launch(tmp_path):
     assert kinds == ["stale-pointer"]
 
 
+OWN_REPLAY_CHECK = """
+import warp as wp
+import graphcheck as gc
+
+wp.config.log_level = wp.LOG_WARNING
+
+
+@wp.kernel
+def add(a: wp.array(dtype=float), b: wp.array(dtype=float)):
+    i = wp.tid()
+    a[i] = a[i] + b[i]
+
+
+class Sim:
+    def __init__(self):
+        self.x = wp.zeros(8, dtype=float, device="cpu")
+        self.v = wp.ones(8, dtype=float, device="cpu")
+
+    def step(self):
+        wp.launch(add, dim=8, inputs=[self.x, self.v], device="cpu")
+
+
+sim = Sim()
+checked = gc.capture(sim.step, device="cpu", owners=(sim,))
+sim.x = wp.zeros(8, dtype=float, device="cpu")  # reallocated after the capture
+try:
+    checked.launch()
+except gc.GraphCheckError:
+    print("the program handled its replay check's error")
+"""
+
+
+def test_run_counts_the_programs_own_replay_check_in_its_closing_lines(tmp_path):
+    """A replay check the program makes itself (checked.launch()) and whose error it handles
+    is counted: the closing lines never say "no findings" over a stale pointer."""
+    script = tmp_path / "own.py"
+    script.write_text(OWN_REPLAY_CHECK)
+    result = graphcheck("run", str(script))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "the program handled its replay check's error" in result.stdout
+    assert "1 finding in the program's replay check at own.py:27 (Sim.step)" in result.stdout
+    assert "graphcheck: 1 capture guarded, 1 finding" in result.stdout
+
+
 def test_run_passes_a_clean_script_and_its_exit_status(tmp_path):
     step = 'wp.launch(add, dim=8, inputs=[self.x, self.v], device="cpu")'
     result = graphcheck("run", str(write_script(tmp_path, step, after="import sys; sys.exit(3)")))
