@@ -716,19 +716,31 @@ def _on_invoke(session: Session, kernel: Any, params: Any, adjoint: bool, blocks
 #: latest allocation's (see ``_sequence``).
 LAUNCH_TEST = """
 not adjoint
-and ((_graphcheck_caller_code := _graphcheck_caller.f_code) is _graphcheck_session.last_code
-     or (_graphcheck_code := _graphcheck_session.fast_codes.get(_graphcheck_id(_graphcheck_caller_code))) is not None)
+and (_graphcheck_caller.f_code is _graphcheck_session.last_code
+     or _graphcheck_learn_caller(_graphcheck_session, _graphcheck_caller.f_code))
 and (_graphcheck_block := _graphcheck_forward_blocks.get(kernel)) is not None
 and len(_graphcheck_kept := _graphcheck_join(params)) == _graphcheck_block[1]
 """
-LAUNCH_RECORD = f"""
-if _graphcheck_caller_code is not _graphcheck_session.last_code:
-    _graphcheck_session.last_code = _graphcheck_caller_code
-    _graphcheck_session.last_code_id = _graphcheck_code
+# `max_blocks` is wp.launch's own argument, which no supported Warp rebinds before it
+# calls invoke: read there, it is the one the user asked for, without a subscript.
+LAUNCH_RECORD = """
 _graphcheck_deliver = _graphcheck_session.deliver
-_graphcheck_deliver((_graphcheck_block[0], False, _graphcheck_kept, _graphcheck_session.pending[{_MAX_BLOCKS}],
-                     _graphcheck_session.last_code_id, _graphcheck_caller.f_lasti, _graphcheck_latest_allocation[0]))
+_graphcheck_deliver((_graphcheck_block[0], False, _graphcheck_kept, max_blocks, _graphcheck_session.last_code_id,
+                     _graphcheck_caller.f_lasti, _graphcheck_latest_allocation[0]))
 """
+
+
+def _learn_caller(session: Session, code: CodeType) -> bool:
+    """Whether the fast path records a launch from ``code`` (user code seen before, in a
+    plain session); if so it becomes the session's last caller. Called by
+    :data:`LAUNCH_TEST` only when the caller is not the last one, so that a run of launches
+    from one function costs one identity test and the record needs no test of its own."""
+    code_id = session.fast_codes.get(id(code))
+    if code_id is None:
+        return False
+    session.last_code, session.last_code_id = code, code_id
+    return True
+
 
 #: Woven into Warp's CPU ``invoke`` (``blocks``: ``invoke_cpu_blocks``): what the launch
 #: site did not record.
@@ -761,7 +773,7 @@ RECORDER = _warp.Recorder(
     invoke_hook=make_cpu_invoke_hook,
     woven_globals={
         "_graphcheck_on_invoke": _on_invoke,
-        "_graphcheck_id": id,
+        "_graphcheck_learn_caller": _learn_caller,
         "_graphcheck_forward_blocks": _forward_blocks,
         "_graphcheck_join": b"".join,
         "_graphcheck_latest_allocation": _latest_allocation,
