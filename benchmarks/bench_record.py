@@ -7,6 +7,8 @@
   indistinguishable from bare);
 - long_trace: the same, while the records of a trace growing to 50k and 1M launches are
   kept: the cost per launch must stay flat in the trace's length;
+- params: the same headline for kernels of 4 and of 18 parameters (a real solver's
+  kernels pass about 18: Newton's XPBD), arrays, scalars, vectors and a struct;
 - trace_memory: bytes a trace keeps per recorded launch;
 - locate: ``BufferSet.locate`` at 100k buffers with nested ranges, added in random
   order, against a bare ``bisect`` on a sorted list of starts (bar: at most 4x);
@@ -38,6 +40,58 @@ SIZE = 64  # elements: a light launch, whose cost is mostly Warp's Python
 def four_args(a: wp.array(dtype=float), b: wp.array(dtype=float), s: float, n: int):
     i = wp.tid()
     a[i] = b[i] * s + float(n)
+
+
+@wp.struct
+class _Material:
+    stiffness: float
+    damping: float
+    gravity: wp.vec3
+
+
+@wp.kernel
+def eighteen_args(
+    q: wp.array(dtype=wp.vec3),
+    qd: wp.array(dtype=wp.vec3),
+    q_out: wp.array(dtype=wp.vec3),
+    qd_out: wp.array(dtype=wp.vec3),
+    mass: wp.array(dtype=float),
+    inv_mass: wp.array(dtype=float),
+    flags: wp.array(dtype=wp.int32),
+    force: wp.array(dtype=wp.vec3),
+    lam: wp.array(dtype=float),
+    index: wp.array2d(dtype=wp.int32),
+    rest: wp.array(dtype=float),
+    material: _Material,
+    gravity: wp.vec3,
+    dt: float,
+    relaxation: float,
+    iterations: int,
+    count: int,
+    enabled: wp.bool,
+):
+    i = wp.tid()
+    if enabled and flags[i] >= 0 and i < count:
+        v = qd[i] + (gravity + force[i] * inv_mass[i]) * dt * material.damping
+        qd_out[i] = v * relaxation + wp.vec3(lam[i] * rest[i] * float(iterations + index[i, 0]) * mass[i])
+        q_out[i] = q[i] + v * dt * material.stiffness
+
+
+def _eighteen_launch(calls: int) -> Any:
+    vectors = [wp.zeros(SIZE, dtype=wp.vec3, device=DEVICE) for _ in range(5)]
+    scalars = [wp.ones(SIZE, dtype=float, device=DEVICE) for _ in range(4)]
+    flags = wp.zeros(SIZE, dtype=wp.int32, device=DEVICE)
+    index = wp.zeros((SIZE, 2), dtype=wp.int32, device=DEVICE)
+    material = _Material()
+    material.stiffness, material.damping, material.gravity = 1.0, 0.99, wp.vec3(0.0, -9.8, 0.0)
+    inputs = [*vectors[:4], scalars[0], scalars[1], flags, vectors[4], scalars[2], index, scalars[3], material,
+              wp.vec3(0.0, -9.8, 0.0), 0.01, 1.0, 4, SIZE, True]  # fmt: skip
+
+    def bare() -> None:
+        for _ in range(calls):
+            wp.launch(eighteen_args, SIZE, inputs=inputs, device=DEVICE)
+
+    return bare
 
 
 def _launches(calls: int) -> Any:
@@ -82,6 +136,30 @@ def bench_recording(rounds: int = 40, calls: int = 2000) -> dict[str, Any]:
         "idle_ratio": round(figures["idle"][1], 3),
         "trace_enter_exit_us": round(enter_exit_us, 1),
     }
+
+
+def bench_params(rounds: int = 40, calls: int = 1000) -> dict[str, Any]:
+    """Recording against bare Warp for a light kernel of 4 parameters and one of 18 (arrays
+    of vectors, scalars and ints, a 2-D array, a struct, a vector, scalars), each launch
+    recorded by a trace per ``calls`` launches, as the headline records, the collector on."""
+    four, eighteen = _launches(calls), _eighteen_launch(calls)
+    kept: list[gc.LaunchTrace] = []
+
+    def recorded(bare: Any) -> Any:
+        def run() -> None:
+            with gc.trace_launches() as trace:
+                bare()
+            kept.append(trace)
+
+        return run
+
+    out: dict[str, Any] = {"launches_per_trace": calls}
+    for name, bare in (("4p", four), ("18p", eighteen)):
+        figures = paired({"bare": bare, "recorded": recorded(bare)}, rounds=rounds, calls=calls, between=kept.clear)
+        out[f"bare_us_{name}"] = round(figures["bare"][0], 2)
+        out[f"recording_added_us_{name}"] = round(figures["recorded"][2], 2)
+        out[f"recording_ratio_{name}"] = round(figures["recorded"][1], 3)
+    return out
 
 
 def bench_long_trace(

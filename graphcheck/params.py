@@ -105,6 +105,19 @@ class ArrayRef:
     grad: int = 0
     dtype: str = ""
 
+    def __init__(
+        self,
+        ptr: int,
+        nbytes: int,
+        shape: tuple[int, ...] = (),
+        strides: tuple[int, ...] = (),
+        grad: int = 0,
+        dtype: str = "",
+    ) -> None:
+        # The fields in one call instead of the frozen dataclass's setattr per field (half
+        # the time): every recorded memset, copy and conditional makes one or two.
+        self.__dict__.update(ptr=ptr, nbytes=nbytes, shape=shape, strides=strides, grad=grad, dtype=dtype)
+
     @property
     def start(self) -> int:
         """The lowest address the array may touch (below ``ptr`` for negative strides)."""

@@ -343,9 +343,10 @@ def array_label(arr: Any) -> str:
 
 def array_extent(arr: Any) -> tuple[int, int, tuple[int, ...], tuple[int, ...]]:
     """``(ptr, nbytes spanned, shape, strides)`` of a dense array (views included)."""
+    # map, not a generator: every recorded memset and copy reads its arrays' extents here.
     ptr = int(arr.ptr or 0)
-    shape = tuple(int(s) for s in arr.shape)
-    strides = tuple(int(s) for s in arr.strides)
+    shape = tuple(map(int, arr.shape))
+    strides = tuple(map(int, arr.strides))
     return ptr, span_bytes(shape, strides, _types.type_size_in_bytes(arr.dtype)), shape, strides
 
 
@@ -367,9 +368,11 @@ def host_contents(arr: Any) -> bytes | None:
 
 def span_bytes(shape: tuple[int, ...], strides: tuple[int, ...], elem_size: int) -> int:
     """Bytes between the first and one past the last element a strided view touches."""
-    if not shape or any(s == 0 for s in shape):
+    if len(shape) == 1 == len(strides):  # the commonest, without a loop
+        return (shape[0] - 1) * abs(strides[0]) + elem_size if shape[0] else 0
+    if not shape or 0 in shape:
         return 0
-    return sum((s - 1) * abs(st) for s, st in zip(shape, strides)) + elem_size
+    return sum([(s - 1) * abs(st) for s, st in zip(shape, strides)]) + elem_size
 
 
 def get_device(device: Any = None) -> Any:
