@@ -392,7 +392,13 @@ def _walk(
             if span is not None:
                 buffers.append(Buffer(span[0], span[1], path))
             continue
-        if depth > max_depth or isinstance(obj, _LEAVES):
+        if isinstance(obj, _LEAVES):
+            if type(obj) not in _LEAF_TYPES:  # an enum member, a numpy scalar: later ones are not pushed
+                if len(_LEAF_TYPES) >= 4096:
+                    _LEAF_TYPES.intersection_update(_PLAIN_LEAF_TYPES)  # classes made on the fly are not kept
+                _LEAF_TYPES.add(type(obj))
+            continue
+        if depth > max_depth:
             continue
         seen.add(id(obj))
         if visit is not None:
@@ -463,7 +469,10 @@ _JOINS: tuple[Callable[[str, Any], str], ...] = (
     lambda parent, key: f"{parent}.keys()[{key}]",
     lambda parent, key: f"{parent}.values()[{key}]",
 )
-_LEAF_TYPES = frozenset({str, bytes, int, float, bool, complex, type(None)})
+_PLAIN_LEAF_TYPES = frozenset({str, bytes, int, float, bool, complex, type(None)})
+# Types whose objects are never pushed onto the walk's stack: the plain values, and every
+# type the walk met as a leaf (an IntEnum's members: Newton's models hold hundreds).
+_LEAF_TYPES: set[type] = set(_PLAIN_LEAF_TYPES)
 # Mapping keys a label spells as themselves (``['v']``); any other key (an array, a struct,
 # an object) by its position (``.keys()[0]``): its repr could be long, costly or user code.
 _PLAIN_KEYS = frozenset({str, int})
@@ -576,26 +585,45 @@ def _host_span(array: np.ndarray) -> tuple[int, int] | None:
 
 
 def _attributes(obj: Any) -> list[tuple[str, Any]]:
+    """``(name, value)`` of an object's dataclass fields, ``__dict__`` entries and slots, in that order."""
+    kind = type(obj)
+    plan = _ATTRIBUTE_PLANS.get(kind)
+    if plan is None:
+        if len(_ATTRIBUTE_PLANS) >= 4096:
+            _ATTRIBUTE_PLANS.clear()  # classes made on the fly are not kept alive by this cache
+        plan = _ATTRIBUTE_PLANS[kind] = _attribute_plan(kind)
+    fields, slots = plan
     attrs: dict[str, Any] = {}
-    if dataclasses.is_dataclass(obj):
-        for f in dataclasses.fields(obj):
-            try:
-                attrs[f.name] = getattr(obj, f.name)
-            except AttributeError:
-                pass
+    for name in fields:
+        try:
+            attrs[name] = getattr(obj, name)
+        except AttributeError:
+            pass
     d = getattr(obj, "__dict__", None)
     if isinstance(d, dict):
         for k, v in d.items():
             attrs.setdefault(str(k), v)
-    for cls in type(obj).__mro__:
-        slots = cls.__dict__.get("__slots__", ())
-        if isinstance(slots, str):
-            slots = (slots,)
-        for slot in slots:
-            if slot in ("__dict__", "__weakref__") or slot in attrs:
-                continue
-            try:
-                attrs[slot] = getattr(obj, slot)
-            except AttributeError:
-                pass
+    for slot in slots:
+        if slot in attrs:
+            continue
+        try:
+            attrs[slot] = getattr(obj, slot)
+        except AttributeError:
+            pass
     return list(attrs.items())
+
+
+# type -> (its dataclass fields' names, its slots' names along the MRO): what _attributes
+# reads, worked out once per type (the walk meets hundreds of objects of a few types).
+_ATTRIBUTE_PLANS: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+
+
+def _attribute_plan(kind: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    fields = tuple(f.name for f in dataclasses.fields(kind)) if dataclasses.is_dataclass(kind) else ()
+    slots: list[str] = []
+    for cls in kind.__mro__:
+        names = cls.__dict__.get("__slots__", ())
+        if isinstance(names, str):
+            names = (names,)
+        slots += [name for name in names if name not in ("__dict__", "__weakref__")]
+    return fields, tuple(slots)

@@ -505,15 +505,15 @@ def reused(trace: LaunchTrace, other: LaunchTrace) -> Iterator[tuple[Address, Al
         if id(addresses) in seen_tuples:  # met at an earlier operation: every range judged there
             continue
         seen_tuples.add(id(addresses))  # the records hold the tuple: its id is not reused here
-        for address in addresses:
+        for address in trace.made_here(addresses):  # the ranges in an allocation trace made
             key = (address.start, address.nbytes)
             if key in seen:
                 continue
             seen.add(key)
             if other.allocation_at(address.start, record.seq) is None:
                 alloc = trace.allocation_at(address.start)
-                if alloc is not None:
-                    yield address, alloc
+                assert alloc is not None  # made_here
+                yield address, alloc
 
 
 def _reused_by(trace: LaunchTrace, other: LaunchTrace) -> set[Allocation]:
