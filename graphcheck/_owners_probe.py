@@ -9,16 +9,17 @@ again in one generated function and compares identities: the same arrays at the 
 places (none freed, none reassigned, none resized, since a resized array is a new array)
 means the full check would find the same buffers there. Each array is compared by its id,
 a constant in the generated code; a list or tuple holding many is compared as the bytes
-of its item pointers, read in place (one copy and one memcmp; on other Pythons than
-CPython, a tuple of ids). A weak reference to each array tells, at no cost per launch,
-when one is freed (its id could then be reused), so equal ids are the same live objects:
-the probe keeps none of them alive.
+of its item pointers, read in place (one memcmp against the bytes expected, no copy; on
+other Pythons than CPython, a tuple of ids). A weak reference to each array tells, at no
+cost per launch, when one is freed (its id could then be reused), so equal ids are the
+same live objects: the probe keeps none of them alive. A mesh, hash grid, BVH, volume or
+texture reaches kernels as its ``id``: the probe compares that handle, as the full check does.
 
 Whatever the probe cannot follow (a set member or another container's that cannot be
-indexed, the object a bound method is bound to, a path whose lookup fails) makes it
-unavailable: the full check runs every time then. It follows every other way in the walk
-takes: attributes, items, plain dict keys, a mapping's n-th key and value, a function's
-variables (closed over, or a parameter's default).
+indexed, a path whose lookup fails) makes it unavailable: the full check runs every time
+then. It follows every other way in the walk takes: attributes, items, plain dict keys, a
+mapping's n-th key and value, a function's variables (closed over, or a parameter's
+default), the object a bound method is bound to (the owner of ``gc.capture(sim.step)``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import keyword
 import re
 import struct
 import sys
+import types
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -75,6 +77,18 @@ def _parse(label: str) -> tuple[int, list[tuple[str, Any]]]:
             steps.append(("item", ast.literal_eval(key)))
         position = step.end()
     return index, steps
+
+
+def _follow(obj: Any, step: tuple[str, Any]) -> Any:
+    """The object one step of a label leads to from ``obj`` (as the generated code follows it)."""
+    kind, key = step
+    if kind == "attr":
+        return getattr(obj, key)
+    if kind == "cell":
+        return variable(obj, key)
+    if kind in ("keys", "values"):
+        return nth(getattr(obj, kind)(), key)
+    return obj[key]
 
 
 class OwnersProbe:
@@ -137,9 +151,11 @@ class OwnersProbe:
             for prefix in order:
                 if prefix in needed:
                     parent = parents[prefix]
-                    expression = (
-                        expressions[prefix].format(names[parent]) if parent is not None else expressions[prefix]
-                    )
+                    if parent is None:
+                        expression = expressions[prefix]
+                    else:
+                        base = f"{names[parent]}.__self__" if parent in bound else names[parent]
+                        expression = expressions[prefix].format(base)
                     lines.append(f"    {names[prefix]} = {expression}")
             return lines
 
@@ -151,25 +167,44 @@ class OwnersProbe:
                     prefix = parents[prefix]  # type: ignore[assignment]
             return needed
 
-        # Every object on the paths, as found now: the arrays must be arrays, and a list or
-        # tuple holding many of them is compared as one sequence.
-        everything = sorted(with_parents(leaves), key=order.index)
-        source = "\n".join(["def objects(roots):", *assignments(set(everything)), "    return ("])
-        source += "".join(f"{names[prefix]}, " for prefix in everything) + ")\n"
-        namespace: dict[str, Any] = {**keys, "_variable": variable, "_nth": nth}
-        exec(compile(source, "<graphcheck owners probe>", "exec"), namespace)
-        try:
-            found = dict(zip(everything, namespace["objects"](owners)))
-        except Exception as error:  # a path that cannot be followed by attribute and item
-            raise Unsupported(f"{error}") from None
-        arrays = [found[leaf] for leaf in leaves]
+        # Every object on the paths, as found now. A bound method stands for the object it is
+        # bound to, as in the walk (``gc.capture(sim.step)``: its owner is ``sim.step``, whose
+        # labels are ``sim``'s): its children are followed from its ``__self__``. The leaves must
+        # be arrays, structs and commands baked by value, or a structure's handle (``.id``).
+        found: dict[tuple[Any, ...], Any] = {}
+        bound: set[tuple[Any, ...]] = set()
+        for prefix in order:
+            parent = parents[prefix]
+            try:
+                if parent is None:
+                    obj = owners[prefix[0]]
+                else:
+                    obj = _follow(found[parent].__self__ if parent in bound else found[parent], prefix[-1])
+            except Exception as error:  # a path that cannot be followed by attribute and item
+                raise Unsupported(f"{error}") from None
+            found[prefix] = obj
+            if isinstance(obj, types.MethodType):
+                bound.add(prefix)
         value_leaves = {leaf_of[label] for label, _ in values}
-        for leaf, array in zip(leaves, arrays):
-            if not _warp.is_array(array) and (_warp.baked_by_value(array) is None or leaf not in value_leaves):
-                raise Unsupported(f"{type(array).__name__} is not an array")
+        handles: dict[tuple[Any, ...], type] = {}  # a structure's id leaf -> the structure's class
+        for leaf in leaves:
+            obj, parent = found[leaf], parents[leaf]
+            if _warp.is_array(obj) or (leaf in value_leaves and _warp.baked_by_value(obj) is not None):
+                continue
+            if (
+                leaf[-1] == ("attr", "id")
+                and parent is not None
+                and parent not in bound
+                and type(obj) is int
+                and _warp.structure_handle(found[parent]) == obj
+            ):
+                handles[leaf] = type(found[parent])
+                continue
+            raise Unsupported(f"{type(obj).__name__} is not an array")
+        arrays = [found[leaf] for leaf in leaves if leaf not in handles]
 
         # Many buffers in one list or tuple (owner.buffers[0..499]): the item pointers of the
-        # whole sequence, read in place and compared as bytes (one copy and one memcmp), rather
+        # whole sequence, compared in place with the bytes expected (one memcmp), rather
         # than one lookup and one id per item. Any change to the sequence then counts as a
         # change, which only costs a full check.
         by_parent: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
@@ -180,15 +215,22 @@ class OwnersProbe:
             parent for parent, items in by_parent.items() if len(items) >= 8 and type(found[parent]) in (list, tuple)
         }
         singles = [leaf for leaf in leaves if leaf[:-1] not in grouped or leaf in parents.values()]
-        conditions = [f"id({names[leaf]}) == {id(found[leaf])}" for leaf in singles]
+        namespace: dict[str, Any] = {**keys, "_variable": variable, "_nth": nth}
+        conditions = []
+        for leaf in singles:
+            if leaf in handles:  # the same kind of structure, handing kernels the same id
+                namespace[f"structure{len(conditions)}"] = handles[leaf]
+                parent = names[parents[leaf]]  # type: ignore[index]
+                conditions.append(f"type({parent}) is structure{len(conditions)} and {names[leaf]} == {found[leaf]}")
+            else:
+                conditions.append(f"id({names[leaf]}) == {id(found[leaf])}")
         for number, parent in enumerate(sorted(grouped, key=order.index)):
             conditions.append(_sequence_condition(names[parent], found[parent], number, namespace))
         for number, (label, baked) in enumerate(values):
             conditions.append(_value_condition(names[leaf_of[label]], found[leaf_of[label]], baked, number, namespace))
         body = assignments(with_parents([*singles, *grouped]))
         self.source = (
-            source
-            + "\n".join(
+            "\n".join(
                 [
                     "def unchanged(roots=roots, freed=freed):",
                     "    if freed:  # (then an id may belong to another object now)",
@@ -202,7 +244,8 @@ class OwnersProbe:
             )
             + "\n"
         )
-        # Held weakly: a freed array, whose id a new one may take, makes the probe stale.
+        # Held weakly: a freed array, whose id a new one may take, makes the probe stale. (A
+        # structure is not: its handle is compared, as the full check compares it.)
         self._freed: list[bool] = []
         self._refs = [weakref.ref(array, self._on_free) for array in arrays]
         namespace.update(roots=owners, freed=self._freed)
@@ -245,8 +288,10 @@ def _sequence_condition(name: str, sequence: Sequence[Any], number: int | str, n
         namespace[f"expected{number}"] = tuple(map(id, sequence))
         return f"tuple(map(id, {name})) == expected{number}"
     namespace[f"items{number}"] = (ctypes.c_char * len(expected)).from_address(items_at)
+    # bytes.startswith reads a buffer in place: with equal lengths, one memcmp and no copy.
+    namespace[f"holds{number}"] = expected.startswith
     namespace["_pointers"] = _pointers
-    return f"(({same} and items{number}.raw == expected{number}) or _pointers({name}) == expected{number})"
+    return f"(({same} and holds{number}(items{number})) or _pointers({name}) == expected{number})"
 
 
 def _value_condition(name: str, holder: Any, baked: tuple[bytes, ...], number: int, namespace: dict[str, Any]) -> str:

@@ -1,6 +1,7 @@
 """The replay check before every launch (issue 15): a full check, then a cheap probe of
 the very arrays it found, and a full check again whenever one of them changed."""
 
+import types
 import warnings
 
 import numpy as np
@@ -148,7 +149,7 @@ def test_many_buffers_in_one_list_are_compared_as_one_sequence():
     sim.bufs = [wp.zeros(N, dtype=float, device="cpu") for _ in range(12)]
     probe = OwnersProbe((sim,), [f"owner.bufs[{i}]" for i in range(10)] + ["owner.x"], single=True)
     unchanged = probe.source.split("def unchanged")[1]
-    assert unchanged.count("v1[") == 0 and "items0.raw" in unchanged  # no item looked up: the list's pointers
+    assert unchanged.count("v1[") == 0 and "holds0(items0)" in unchanged  # no item looked up: the list's pointers
     assert probe.unchanged()
     replaced = sim.bufs[3]
     sim.bufs[3] = wp.zeros(N, dtype=float, device="cpu")
@@ -209,3 +210,69 @@ def test_every_launch_after_a_change_is_checked_as_replay_check_says(mode, check
         checked.launch()  # a stale graph warns at every launch that checks
     assert len(full_checks) == (1 if mode != "never" else 0) + checks
     assert sum("stale-pointer" in str(w.message) for w in caught) == checks
+
+
+def test_a_step_captured_without_owners_is_probed_through_the_object_it_is_bound_to(full_checks):
+    # gc.capture(sim.step): the owner is the bound method, whose labels are sim's (owner.x).
+    sim = Sim()
+    checked = gc.capture(sim.step, device="cpu")
+    for _ in range(3):
+        checked.launch()
+    assert len(full_checks) == 1  # the probe followed owner.x through sim.step.__self__
+    np.testing.assert_array_equal(sim.x.numpy(), eager_twin_after(3).x.numpy())
+    sim.bufs[1] = wp.zeros(N, dtype=float, device="cpu")  # not baked
+    checked.launch()
+    assert len(full_checks) == 1
+    sim.x = wp.zeros(N, dtype=float, device="cpu")  # baked
+    with pytest.raises(gc.GraphCheckError, match="stale-pointer"):
+        checked.launch()
+    assert len(full_checks) == 2
+
+
+class Neighbours:
+    """Counts each point's neighbours in an owned hash grid: the graph bakes the grid's id."""
+
+    def __init__(self, seed=3):
+        self.points = wp.array(np.random.default_rng(seed).random((N, 3)), dtype=wp.vec3, device="cpu")
+        self.grid = wp.HashGrid(4, 4, 4, device="cpu")
+        self.grid.build(self.points, radius=0.25)
+        self.counts = wp.zeros(N, dtype=float, device="cpu")
+
+    def step(self):
+        wp.launch(K.count_neighbors, dim=N, inputs=[self.grid.id, self.points, self.counts], device="cpu")
+
+
+def test_a_structure_is_probed_by_its_handle_and_a_rebuilt_one_replays_wrong(full_checks):
+    sim = Neighbours()
+    checked = gc.capture(sim.step, device="cpu", owners=(sim,), on_failure="warn")
+    for _ in range(3):
+        checked.launch()
+    assert len(full_checks) == 1  # the probe compared owner.grid.id: no walk
+    twin = Neighbours()
+    twin.step()
+    np.testing.assert_array_equal(sim.counts.numpy(), twin.counts.numpy())
+    # The grid rebuilt from other points: the graph still queries the old one (kept alive here).
+    old = sim.grid
+    sim.points.assign(np.random.default_rng(4).random((N, 3)).astype(np.float32))
+    sim.grid = wp.HashGrid(4, 4, 4, device="cpu")
+    sim.grid.build(sim.points, radius=0.25)
+    with pytest.warns(gc.GraphCheckWarning, match="stale-pointer"):
+        checked.launch()
+    assert len(full_checks) == 2
+    twin.points.assign(sim.points)
+    twin.grid = wp.HashGrid(4, 4, 4, device="cpu")
+    twin.grid.build(twin.points, radius=0.25)
+    twin.step()
+    assert not np.array_equal(sim.counts.numpy(), twin.counts.numpy())  # the replay queried the old grid
+    del old
+
+
+def test_a_handle_that_is_no_structure_s_is_not_probed():
+    sim = Neighbours()
+    sim.fake = types.SimpleNamespace(id=sim.grid.id)  # an int at .id, but no structure
+    with pytest.raises(Unsupported):
+        OwnersProbe((sim,), ["owner.fake.id"], single=True)
+    probe = OwnersProbe((sim,), ["owner.grid.id", "owner.points"], single=True)
+    assert probe.unchanged()
+    sim.grid = types.SimpleNamespace(id=sim.grid.id)  # the same int, no longer a hash grid
+    assert not probe.unchanged()
