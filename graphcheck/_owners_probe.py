@@ -101,6 +101,8 @@ class OwnersProbe:
         values: ``(label, bytes baked)`` of the structs and ``wp.Launch`` commands the graph
             baked bytes of (see :func:`graphcheck._warp.baked_by_value`): the same objects
             must be there, holding the same bytes.
+        replay: ``(launch, graph)``: :attr:`replayed` then calls ``launch(graph, stream)``
+            when nothing changed (Warp's ``wp.capture_launch`` and the graph).
 
     Raises:
         Unsupported: when a label cannot be followed to a live array (or struct, or command).
@@ -112,6 +114,7 @@ class OwnersProbe:
         labels: Iterable[str],
         single: bool,
         values: Iterable[tuple[str, tuple[bytes, ...]]] = (),
+        replay: tuple[Callable[[Any, Any], Any], Any] | None = None,
     ) -> None:
         values = list(values)
         labels = [*labels, *(label for label, _ in values)]
@@ -228,22 +231,41 @@ class OwnersProbe:
             conditions.append(_sequence_condition(names[parent], found[parent], number, namespace))
         for number, (label, baked) in enumerate(values):
             conditions.append(_value_condition(names[leaf_of[label]], found[leaf_of[label]], baked, number, namespace))
-        body = assignments(with_parents([*singles, *grouped]))
-        self.source = (
-            "\n".join(
+        body = ["    " + line for line in assignments(with_parents([*singles, *grouped]))]
+        same = " and ".join(conditions) or "True"
+        self.source = "\n".join(
+            [
+                "def unchanged(roots=roots, freed=freed):",
+                "    if freed:  # (then an id may belong to another object now)",
+                "        return False",
+                "    try:",
+                *body,
+                f"        return {same}",
+                "    except Exception:  # a path no longer leads anywhere: the full check says what happened",
+                "        return False",
+                "",
+            ]
+        )
+        if replay is not None:
+            # The same test, then the replay itself: a launch that changed nothing makes one
+            # call of graphcheck's (this) before Warp's own.
+            self.source += "\n".join(
                 [
-                    "def unchanged(roots=roots, freed=freed):",
-                    "    if freed:  # (then an id may belong to another object now)",
+                    "def replayed(stream, roots=roots, freed=freed, _launch=_launch, _graph=_graph):",
+                    "    if freed:",
                     "        return False",
                     "    try:",
-                    *("    " + line for line in body),
-                    f"        return {' and '.join(conditions) or 'True'}",
-                    "    except Exception:  # a path no longer leads anywhere: the full check says what happened",
+                    *body,
+                    f"        if not ({same}):",
+                    "            return False",
+                    "    except Exception:",
                     "        return False",
+                    "    _launch(_graph, stream)  # outside the try: Warp's own errors reach the caller",
+                    "    return True",
+                    "",
                 ]
             )
-            + "\n"
-        )
+            namespace.update(_launch=replay[0], _graph=replay[1])
         # Held weakly: a freed array, whose id a new one may take, makes the probe stale. (A
         # structure is not: its handle is compared, as the full check compares it.)
         self._freed: list[bool] = []
@@ -252,6 +274,8 @@ class OwnersProbe:
         exec(compile(self.source, "<graphcheck owners probe>", "exec"), namespace)
         #: Whether the same live arrays are still at every place (the owners unchanged).
         self.unchanged: Callable[[], bool] = namespace["unchanged"]
+        #: With ``replay``: replay (``replay[0](replay[1], stream)``) if :attr:`unchanged`, and say whether it did.
+        self.replayed: Callable[[Any], bool] | None = namespace.get("replayed")
 
     @property
     def freed(self) -> bool:
@@ -266,32 +290,41 @@ def _sequence_condition(name: str, sequence: Sequence[Any], number: int | str, n
     """The generated test that the list or tuple ``name`` still holds the objects ``sequence``
     holds now, in order; what it reads goes into ``namespace``.
 
-    On CPython the item pointers are read where the sequence keeps them, through a ctypes
-    view made now: only once ``name`` is the very sequence (its type, id and length), so
-    the view reads live memory, and for a list only while its item storage has not moved
-    (its ``ob_item`` pointer, read through a second view). Another sequence holding the
-    same objects (a list built again) is copied into a tuple, whose pointers are read.
-    Elsewhere, a tuple of ids.
+    On CPython the item pointers are read where the sequence keeps them, through a view
+    made now (a memoryview of a ctypes array at their address) and compared in place with
+    the bytes expected (``bytes.startswith``: one memcmp, no copy, no ctypes call per
+    launch): only once ``name`` is the very sequence (its type and id), so the views read
+    live memory, and for a tuple of that length, for a list while its length and item
+    storage are those it had (its ``ob_size`` and ``ob_item``, compared the same way). Another
+    sequence holding the same objects (a list built again) is copied into a tuple, whose
+    pointers are read. Elsewhere, a tuple of ids.
     """
     count, expected = len(sequence), struct.pack(f"{len(sequence)}P", *map(id, sequence))
     kind = type(sequence).__name__
     namespace[f"expected{number}"] = expected
-    same = f"type({name}) is {kind} and id({name}) == {id(sequence)} and len({name}) == {count}"
+    same = f"type({name}) is {kind} and id({name}) == {id(sequence)}"
     if kind == "tuple" and _TUPLE_ITEMS:
+        same += f" and len({name}) == {count}"
         items_at = id(sequence) + _TUPLE_ITEMS
     elif kind == "list" and _LIST_ITEMS and _TUPLE_ITEMS:
-        storage = ctypes.c_void_p.from_address(id(sequence) + _LIST_ITEMS)
-        namespace[f"storage{number}"] = storage
-        same += f" and storage{number}.value == {storage.value}"
-        items_at = storage.value
+        header = _view(id(sequence) + _LIST_SIZE, _LIST_ITEMS + _POINTER - _LIST_SIZE)  # ob_size, ob_item
+        namespace[f"header{number}"] = header
+        namespace[f"holds_header{number}"] = header.tobytes().startswith
+        same += f" and holds_header{number}(header{number})"
+        items_at = ctypes.c_void_p.from_address(id(sequence) + _LIST_ITEMS).value or 0
     else:
         namespace[f"expected{number}"] = tuple(map(id, sequence))
         return f"tuple(map(id, {name})) == expected{number}"
-    namespace[f"items{number}"] = (ctypes.c_char * len(expected)).from_address(items_at)
-    # bytes.startswith reads a buffer in place: with equal lengths, one memcmp and no copy.
+    namespace[f"items{number}"] = _view(items_at, len(expected))
+    # bytes.startswith reads a buffer in place: with equal lengths, one memcmp.
     namespace[f"holds{number}"] = expected.startswith
     namespace["_pointers"] = _pointers
     return f"(({same} and holds{number}(items{number})) or _pointers({name}) == expected{number})"
+
+
+def _view(address: int, nbytes: int) -> memoryview:
+    """The ``nbytes`` bytes at ``address``, read in place whenever the view is read."""
+    return memoryview((ctypes.c_char * nbytes).from_address(address))
 
 
 def _value_condition(name: str, holder: Any, baked: tuple[bytes, ...], number: int, namespace: dict[str, Any]) -> str:
@@ -323,15 +356,16 @@ def _pointers(sequence: Any) -> bytes:
     return ctypes.string_at(id(objects) + _TUPLE_ITEMS, _POINTER * len(objects))
 
 
-# Where a CPython tuple's items start (they follow its fixed part inline), and where a
-# list keeps the pointer to its items (after its fixed part); 0 where objects are laid out
-# otherwise (checked on a live tuple and list), and the probe compares tuples of ids.
+# Where a CPython tuple's items start (they follow its fixed part inline), where a list
+# keeps the pointer to its items (after its fixed part) and its length (just before); 0
+# where objects are laid out otherwise (checked on a live tuple and list), and the probe
+# compares tuples of ids.
 _POINTER = struct.calcsize("P")
 
 
-def _layout_offsets() -> tuple[int, int]:
+def _layout_offsets() -> tuple[int, int, int]:
     if sys.implementation.name != "cpython":
-        return 0, 0
+        return 0, 0, 0
     objects = (object(), object())
     expected = struct.pack("2P", *map(id, objects))
     tuple_items = tuple.__basicsize__ if tuple.__itemsize__ == _POINTER else 0
@@ -339,10 +373,15 @@ def _layout_offsets() -> tuple[int, int]:
         tuple_items = 0
     as_list = list(objects)
     list_items = list.__basicsize__ - 2 * _POINTER  # ob_item, then allocated
+    list_size = list_items - _POINTER  # ob_size, just before ob_item
     storage = ctypes.c_void_p.from_address(id(as_list) + list_items).value
-    if not storage or ctypes.string_at(storage, 2 * _POINTER) != expected:
-        list_items = 0
-    return tuple_items, list_items
+    if (
+        not storage
+        or ctypes.string_at(storage, 2 * _POINTER) != expected
+        or ctypes.c_ssize_t.from_address(id(as_list) + list_size).value != len(as_list)
+    ):
+        list_items = list_size = 0
+    return tuple_items, list_items, list_size
 
 
-_TUPLE_ITEMS, _LIST_ITEMS = _layout_offsets()
+_TUPLE_ITEMS, _LIST_ITEMS, _LIST_SIZE = _layout_offsets()

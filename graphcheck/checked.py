@@ -118,9 +118,11 @@ class CheckedGraph:
         self._replay_checked = False
         self._probe: OwnersProbe | None = None  # after a clean full replay check
         self.eager_calls = 0
-        # What launch() asks before it replays at once (see _replays_at_once): _never sends
-        # it the whole way (fallback, check due, probe), as until a launch went that way.
-        self._at_once: Callable[[], bool] = _never
+        # What launch() calls first (see _replays_at_once): it replays at once and says so
+        # when nothing is to be checked or the owners' probe found nothing changed; else it
+        # replays nothing and launch() goes the whole way (fallback, check due, probe), as
+        # until a launch went that way.
+        self._replayed: Callable[[Any], bool] = _not_replayed
 
     @property
     def ok(self) -> bool:
@@ -206,11 +208,11 @@ class CheckedGraph:
                 ``on_failure="raise"`` and no fallback; the graph is then not launched.
         """
         # The steady state first, in as few calls as it takes: after a launch that replayed,
-        # the owners' probe (or nothing, when no check is due) says whether this one may too.
-        if fallback is None and self._at_once():
-            _capture_launch(self.graph, stream=stream)
+        # one generated call runs the owners' probe (or nothing, when no check is due) and,
+        # when this launch may replay too, Warp's wp.capture_launch.
+        if fallback is None and self._replayed(stream):
             return
-        self._at_once = _never  # until this launch replays: a check that raises leaves it so
+        self._replayed = _not_replayed  # until this launch replays: a check that raises leaves it so
         mode = check_fallback(fallback) or self.fallback.mode
         if mode is not None and self._enabled:
             self.fallback.launch(self, mode, stream)
@@ -219,22 +221,26 @@ class CheckedGraph:
                 raise RuntimeError(f"there is no graph to launch: the capture failed.\n{self.report}")
             if self._enabled:
                 self.replay_check_due(None)
-            _capture_launch(self.graph, stream=stream)
-        self._at_once = self._replays_at_once()
+            _capture_launch(self.graph, stream)
+        self._replayed = self._replays_at_once()
 
-    def _replays_at_once(self) -> Callable[[], bool]:
-        """What the next :meth:`launch` must ask to replay at once, as the whole way would
-        (no fallback in place, no check due or the probe says nothing changed)."""
+    def _replays_at_once(self) -> Callable[[Any], bool]:
+        """What the next :meth:`launch` calls first: given the stream, it replays at once
+        where the whole way would (no fallback in place, no check due or the probe says
+        nothing changed) and says whether it did."""
         if self.graph is None:
-            return _never
+            return _not_replayed
         if not self._enabled:
-            return _always
+            return _replaying(self.graph)
         if self.fallback.mode is not None and (self.fallback.report is not None or self.report.findings):
-            return _never  # the fallback steps in its place, or decides again
+            return _not_replayed  # the fallback steps in its place, or decides again
         mode = self.options.replay_check
         if mode == "never" or (mode == "first" and self._replay_checked):
-            return _always
-        return self._probe.unchanged if self._probe is not None and mode == "always" else _never
+            return _replaying(self.graph)
+        probe = self._probe
+        if mode != "always" or probe is None or probe.replayed is None:
+            return _not_replayed
+        return probe.replayed
 
     def replay_check_due(self, on_failure: str | None) -> Report | None:
         """The replay check :attr:`replay_check` calls for before this launch, if any: None
@@ -257,7 +263,9 @@ class CheckedGraph:
         labels = [baked.label for baked in self.baked if baked.label is not None]
         values = [(value.label, value.baked) for value in self.baked_values]
         try:
-            return OwnersProbe(owners, labels, single=len(owners) == 1, values=values)
+            return OwnersProbe(
+                owners, labels, single=len(owners) == 1, values=values, replay=(_capture_launch, self.graph)
+            )
         except Unsupported:
             return None
 
@@ -274,11 +282,17 @@ class CheckedGraph:
         return f"<CheckedGraph on {self.device}: {'ok' if self.ok else dict(self.report.kinds())}>"
 
 
-def _always() -> bool:
-    return True
+def _replaying(graph: Any) -> Callable[[Any], bool]:
+    """A first call of :meth:`CheckedGraph.launch` that always replays ``graph``."""
+
+    def replayed(stream: Any) -> bool:
+        _capture_launch(graph, stream)
+        return True
+
+    return replayed
 
 
-def _never() -> bool:
+def _not_replayed(stream: Any) -> bool:
     return False
 
 
