@@ -58,7 +58,7 @@ BENCHMARKS: dict[str, tuple[Callable[..., dict[str, Any]], dict[str, Any], list[
     ),
     "replay": (
         bench_guard.bench_replay,
-        {"rounds": 100},
+        {"rounds": 50, "layouts": 3},
         [("light_added_us", 0.5), ("baked_500_added_us", 3.0)],
     ),
     "replay_check": (
@@ -98,6 +98,10 @@ def main(argv: list[str] | None = None) -> int:
                 over.append(f"{name}.{figure}")
             added = figures.get(figure.replace("ratio", "added_us")) if "ratio" in figure else None
             cost = f", +{added} us per launch" if added is not None else ""
+            if figure.endswith("_added_us") and figure.replace("added_us", "ratio") in figures:
+                # a cost per call: also as the ratio against bare Warp's call beside it
+                base = figures.get(figure.replace("added_us", "bare_us"))
+                cost = f", x{figures[figure.replace('added_us', 'ratio')]}" + (f" on {base} us" if base else "")
             print(f"    {figure} = {value} (bar: {bar}{cost}) {status}", flush=True)
     if args.json:
         with open(args.json, "w") as f:
