@@ -408,8 +408,9 @@ class Session:
             # Outside the capture: before or after one, while the user paused it, or on a
             # stream it does not record while the device captures on another (Warp sends
             # zero_, fill_ and its native helpers to the current stream, which
-            # wp.ScopedCapture(stream=s) does not change): then it runs now, once.
-            capturing = _warp.capturing_streams(record.device)
+            # wp.ScopedCapture(stream=s) does not change): then it runs now, once. With no
+            # capture open anywhere (an eager call), no device has capturing streams to ask for.
+            capturing = _warp.capturing_streams(record.device) if _warp.capture_open_anywhere() else ()
             record.uncaptured = capturing[0] if capturing else 0
             return
         from . import _cuda

@@ -4,8 +4,9 @@ No driver runs. Every operation is Warp's own, run on its CPU device with graphc
 hooks in place; only what a CUDA device would add is scripted:
 
 - the stream Warp enqueues on (:data:`STREAM`; the CPU device has none), and, for an
-  operation that stream did not capture, the streams its device was capturing on (Warp
-  keeps them in ``device.captures``);
+  operation that stream did not capture, whether Warp held a capture open anywhere (its
+  runtime's ``captures``) and, if so, the streams the device was capturing on (its
+  ``device.captures``);
 - the driver's answers about that stream, in the order graphcheck asks them:
   ``cuStreamIsCapturing`` (what Warp's ``wp_cuda_stream_is_capturing`` asks) and
   ``cuStreamGetCaptureInfo``, each a real ``cuda.bindings`` value (``CUresult``,
@@ -81,11 +82,14 @@ class ScriptedCapture(RecordedDriver):
         self.before(graph, before, stream)
         self.after(graph, after, stream)
 
-    def uncaptured(self, stream: int = STREAM, capturing: tuple[int, ...] = ()) -> None:
+    def uncaptured(self, stream: int = STREAM, capturing: tuple[int, ...] = (), elsewhere: bool = False) -> None:
         """An operation on a stream that is not capturing, while its device captures on
-        the ``capturing`` streams (none: a paused capture)."""
+        the ``capturing`` streams (none: a paused capture, or none open at all) and, with
+        ``elsewhere``, another device captures (Warp then holds a capture open)."""
         self.answers.append(("cuStreamIsCapturing", stream, (SUCCESS, _NONE)))
-        self.answers.append(("device.captures", 0, capturing))
+        self.answers.append(("runtime.captures", 0, bool(capturing) or elsewhere))
+        if capturing or elsewhere:
+            self.answers.append(("device.captures", 0, capturing))
 
     def done(self) -> None:
         """Assert that graphcheck asked every question the script holds."""
@@ -115,6 +119,11 @@ class ScriptedCapture(RecordedDriver):
     def cuStreamGetCaptureInfo(self, stream: Any) -> tuple[Any, ...]:
         return self._next("cuStreamGetCaptureInfo", stream)
 
+    def capture_open_anywhere(self) -> bool:
+        """What ``graphcheck._warp.capture_open_anywhere`` answers: whether Warp's runtime
+        holds a capture open (on any device), as scripted."""
+        return self._next("runtime.captures", 0)
+
     def capturing_streams(self, device: Any) -> tuple[int, ...]:
         """What ``graphcheck._warp.capturing_streams`` answers: the streams Warp's
         ``device.captures`` holds, as scripted."""
@@ -143,6 +152,7 @@ def install(monkeypatch: pytest.MonkeyPatch) -> ScriptedCapture:
     monkeypatch.setattr(_cuda, "_version", script.version)
     monkeypatch.setattr(_warp, "device_stream_handle", lambda device: STREAM)
     monkeypatch.setattr(_warp, "stream_is_capturing", script.stream_is_capturing)
+    monkeypatch.setattr(_warp, "capture_open_anywhere", script.capture_open_anywhere)
     monkeypatch.setattr(_warp, "capturing_streams", script.capturing_streams)
     return script
 

@@ -20,7 +20,7 @@ from graphcheck.checks import host_rules, uncaptured
 from graphcheck.crosscheck import check
 from graphcheck.graph import match_nodes, walk
 from tests import kernels as K
-from tests.internals import _cuda
+from tests.internals import _cuda, _warp
 from tests.recorded_driver import Keep, kernel_struct, memcpy_struct, memset_struct
 from tests.scripted_capture import (
     ADJOINT_FUNC,
@@ -271,6 +271,30 @@ def test_work_while_the_capture_is_paused_is_neither_in_the_graph_nor_a_gap(scri
     result = check(match_nodes(walk(_cuda.Reader(scripted, scripted.version), GRAPH, trace.records), trace))
     assert result.findings == [] and result.complete, result.notes
     assert uncaptured(trace) == []
+
+
+def test_eager_work_with_no_capture_open_asks_no_device_for_its_capturing_streams(scripted):
+    """Outside every capture (a reference call) Warp holds none open: graphcheck asks the
+    stream and Warp's runtime, never the device's captures (the script holds no such
+    question; one asked would fail). While another device captures, the device is asked."""
+    a = floats()
+    scripted.uncaptured()  # no capture open anywhere
+    scripted.uncaptured(elsewhere=True)  # one open on another device: this one holds none
+    with gc.trace_launches() as trace:
+        a.zero_()
+        a.zero_()
+    scripted.done()
+    assert [(r.capture, r.uncaptured) for r in trace] == [(None, 0), (None, 0)]
+    assert uncaptured(trace) == []
+
+
+def test_warp_registers_no_cpu_capture_as_open():
+    """The adapter reads Warp's own bookkeeping (its runtime's captures): a CPU capture,
+    which no CUDA device records, is never one of them."""
+    assert not _warp.capture_open_anywhere()
+    with wp.ScopedCapture(device=DEVICE):
+        assert not _warp.capture_open_anywhere()
+    assert not _warp.capture_open_anywhere()
 
 
 def test_a_conditional_is_asked_about_the_stream_it_is_given(scripted):

@@ -422,6 +422,15 @@ def capturing_streams(device: Any) -> tuple[int, ...]:
     return tuple(handle for handle in (stream_handle(s) for s in list(device.captures)) if handle)
 
 
+def capture_open_anywhere() -> bool:
+    """Whether Warp has a CUDA capture open on any device. Warp registers a capture in its
+    runtime's ``captures`` and in its device's ``captures`` together, and removes it from
+    both together (at the end and while paused), so that without one open no device has
+    capturing streams to ask :func:`capturing_streams` about. (CPU captures register in
+    neither.)"""
+    return bool(_runtime().captures)
+
+
 def current_cuda_device() -> Any:
     """The device of the current CUDA context: where Warp's native device helpers (sort,
     scan, hash grids) enqueue, on its current stream."""
