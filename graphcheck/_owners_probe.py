@@ -120,7 +120,6 @@ class OwnersProbe:
         labels = [*labels, *(label for label, _ in values)]
         parents: dict[tuple[Any, ...], tuple[Any, ...] | None] = {}
         expressions: dict[tuple[Any, ...], str] = {}
-        keys: dict[str, Any] = {}
         leaves: list[tuple[Any, ...]] = []
         leaf_of: dict[str, tuple[Any, ...]] = {}
         for label in sorted(set(labels)):
@@ -136,7 +135,7 @@ class OwnersProbe:
                     continue
                 parents[prefix] = prefix[:-1] if depth > 1 else None
                 if depth == 1:
-                    expressions[prefix] = f"roots[{index}]"
+                    expressions[prefix] = f"root{index}"  # a default: one local read
                 elif prefix[-1][0] == "attr":
                     expressions[prefix] = f"{{}}.{prefix[-1][1]}"
                 elif prefix[-1][0] == "cell":
@@ -144,8 +143,7 @@ class OwnersProbe:
                 elif prefix[-1][0] in ("keys", "values"):
                     expressions[prefix] = f"_nth({{}}.{prefix[-1][0]}(), {prefix[-1][1]})"
                 else:
-                    keys[f"k{len(keys)}"] = prefix[-1][1]
-                    expressions[prefix] = f"{{}}[k{len(keys) - 1}]"
+                    expressions[prefix] = f"{{}}[{prefix[-1][1]!r}]"  # an int or a str, as a literal
         order = list(expressions)  # parents before children
         names = {prefix: f"v{i}" for i, prefix in enumerate(order)}
 
@@ -218,7 +216,7 @@ class OwnersProbe:
             parent for parent, items in by_parent.items() if len(items) >= 8 and type(found[parent]) in (list, tuple)
         }
         singles = [leaf for leaf in leaves if leaf[:-1] not in grouped or leaf in parents.values()]
-        namespace: dict[str, Any] = {**keys, "_variable": variable, "_nth": nth}
+        namespace: dict[str, Any] = {"_variable": variable, "_nth": nth}
         conditions = []
         for leaf in singles:
             if leaf in handles:  # the same kind of structure, handing kernels the same id
@@ -233,9 +231,12 @@ class OwnersProbe:
             conditions.append(_value_condition(names[leaf_of[label]], found[leaf_of[label]], baked, number, namespace))
         body = ["    " + line for line in assignments(with_parents([*singles, *grouped]))]
         same = " and ".join(conditions) or "True"
+        used = sorted({prefix[0] for prefix in order})
+        roots = "".join(f"root{index}=root{index}, " for index in used)
+        namespace.update({f"root{index}": owners[index] for index in used})
         self.source = "\n".join(
             [
-                "def unchanged(roots=roots, freed=freed):",
+                f"def unchanged({roots}freed=freed):",
                 "    if freed:  # (then an id may belong to another object now)",
                 "        return False",
                 "    try:",
@@ -251,7 +252,7 @@ class OwnersProbe:
             # call of graphcheck's (this) before Warp's own.
             self.source += "\n".join(
                 [
-                    "def replayed(stream, roots=roots, freed=freed, _launch=_launch, _graph=_graph):",
+                    f"def replayed(stream, {roots}freed=freed, _launch=_launch, _graph=_graph):",
                     "    if freed:",
                     "        return False",
                     "    try:",
@@ -270,7 +271,7 @@ class OwnersProbe:
         # structure is not: its handle is compared, as the full check compares it.)
         self._freed: list[bool] = []
         self._refs = [weakref.ref(array, self._on_free) for array in arrays]
-        namespace.update(roots=owners, freed=self._freed)
+        namespace.update(freed=self._freed)
         exec(compile(self.source, "<graphcheck owners probe>", "exec"), namespace)
         #: Whether the same live arrays are still at every place (the owners unchanged).
         self.unchanged: Callable[[], bool] = namespace["unchanged"]
