@@ -571,9 +571,11 @@ def _addresses_of(args: Mapping[str, Any]) -> tuple[Address, ...]:
     entry = _addresses_cache.get(id(args))
     if entry is not None and entry[0] is args:
         return entry[1]
-    addresses = tuple(
-        address for name, value in args.items() if isinstance(value, ArrayRef) for address in value.addresses(name)
-    )
+    found: list[Address] = []
+    for name, value in args.items():
+        if isinstance(value, ArrayRef):
+            found += value.addresses(name)
+    addresses = tuple(found)
     if len(_addresses_cache) >= _DECODED_MAX:
         _addresses_cache.clear()
     _addresses_cache[id(args)] = (args, addresses)

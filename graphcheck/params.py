@@ -121,7 +121,10 @@ class ArrayRef:
     @property
     def start(self) -> int:
         """The lowest address the array may touch (below ``ptr`` for negative strides)."""
-        low = sum((s - 1) * st for s, st in zip(self.shape, self.strides) if st < 0 and s > 0)
+        strides = self.strides
+        if not strides or min(strides) >= 0:  # the common case, without a loop
+            return self.ptr
+        low = sum((s - 1) * st for s, st in zip(self.shape, strides) if st < 0 and s > 0)
         return self.ptr + low
 
     def __str__(self) -> str:
@@ -129,15 +132,17 @@ class ArrayRef:
         kind = f"{self.dtype}[{shape}]" if self.dtype else f"[{shape}]"
         return f"{kind} @ {self.ptr:#x}" if self.ptr else f"{kind} @ null"
 
-    def addresses(self, name: str) -> Iterator[Address]:
+    def addresses(self, name: str) -> tuple[Address, ...]:
         """The ranges a kernel handed this array may touch: its data and its gradient
-        (``"<name>.grad"``, laid out like the data)."""
-        if not self.ptr:
-            return
+        (``"<name>.grad"``, laid out like the data). A tuple, not a generator: the checks
+        read every array argument of every operation."""
+        ptr = self.ptr
+        if not ptr:
+            return ()
         start, nbytes = self.start, max(self.nbytes, 1)
-        yield Address(name, start, nbytes)
-        if self.grad:
-            yield Address(f"{name}.grad", self.grad + (start - self.ptr), nbytes)
+        if not self.grad:
+            return (Address(name, start, nbytes),)
+        return Address(name, start, nbytes), Address(f"{name}.grad", self.grad + (start - ptr), nbytes)
 
 
 class Address(NamedTuple):

@@ -241,18 +241,30 @@ class LaunchTrace:
             return ()
         entry = self._made_here.get(id(addresses))
         if entry is None or entry[0] is not addresses or entry[1] != len(self.allocations):
-            made = tuple(a for a in addresses if self.allocation_at(a.start) is not None)
-            entry = self._made_here[id(addresses)] = (addresses, len(self.allocations), made)
+            holding, holding_of = self._fresh_holding(), self._holding_of
+            made = []
+            for address in addresses:
+                held = holding.get(address.start)
+                if held is None:
+                    held = holding_of(address.start)
+                if held:
+                    made.append(address)
+            entry = self._made_here[id(addresses)] = (addresses, len(self.allocations), tuple(made))
         return entry[2]
+
+    def _fresh_holding(self) -> dict[int, tuple[Allocation, ...]]:
+        """The address -> allocations cache, emptied when allocations were added since."""
+        index = self._alloc_index
+        if index is None or len(index[1]) != len(self.allocations):
+            self._alloc_index = reach_index(self.allocations)
+            self._holding = {}
+        return self._holding
 
     def _holding_of(self, ptr: int) -> tuple[Allocation, ...]:
         """The allocations that hold ``ptr``, oldest first: kept per address, since the
         checks ask about the same few buffers for every operation of a step."""
-        index = self._alloc_index
-        if index is None or len(index[1]) != len(self.allocations):
-            index = self._alloc_index = reach_index(self.allocations)
-            self._holding = {}
-        starts, ordered, reach = index
+        holding = self._fresh_holding()
+        starts, ordered, reach = self._alloc_index  # type: ignore[misc]
         found = []
         i = bisect.bisect_right(starts, ptr)
         # reach[j] is the furthest end among the first j+1 allocations: once it is at or
@@ -261,8 +273,8 @@ class LaunchTrace:
             i -= 1
             if ptr < ordered[i].end:
                 found.append(ordered[i])
-        holding = self._holding[ptr] = tuple(sorted(found, key=lambda a: a.seq))
-        return holding
+        held = holding[ptr] = tuple(sorted(found, key=lambda a: a.seq))
+        return held
 
     def same_launches(self, other: LaunchTrace) -> bool:
         """Whether ``other`` holds, pair by pair, the same launches as this trace, each an
