@@ -47,7 +47,10 @@ class Site(NamedTuple):
 
 UNKNOWN_SITE = Site("<unknown>", 0, "<unknown>")
 
-_sites: dict[tuple[CodeType, int], Site] = {}
+# (id(code), lasti) -> (code, its Site): keyed by id because hashing a code object hashes
+# its contents (microseconds, on every recorded allocation, memset and readback); the code
+# is held in the value, so its id is never reused while the entry stands.
+_sites: dict[tuple[int, int], tuple[CodeType, Site]] = {}
 
 
 def site_of(code: CodeType | None, lasti: int) -> Site:
@@ -58,12 +61,13 @@ def site_of(code: CodeType | None, lasti: int) -> Site:
     """
     if code is None:
         return UNKNOWN_SITE
-    site = _sites.get((code, lasti))
-    if site is None:
+    entry = _sites.get((id(code), lasti))
+    if entry is None:
         line = code.co_firstlineno
         for start, end, number in code.co_lines():
             if start <= lasti < end and number is not None:
                 line = number
                 break
-        site = _sites[(code, lasti)] = Site(code.co_filename, line, getattr(code, "co_qualname", code.co_name))
-    return site
+        site = Site(code.co_filename, line, getattr(code, "co_qualname", code.co_name))
+        entry = _sites[(id(code), lasti)] = (code, site)
+    return entry[1]

@@ -336,8 +336,10 @@ def array_grad(arr: Any) -> Any:
 def array_label(arr: Any) -> str:
     """A short description: ``float32[64, 3] on cpu``."""
     dtype = getattr(arr, "dtype", None)
-    name = getattr(dtype, "__name__", str(dtype))
-    shape = ", ".join(str(s) for s in getattr(arr, "shape", ()))
+    name = getattr(dtype, "__name__", None)
+    if name is None:  # str() only when needed: a dtype's str is slow
+        name = str(dtype)
+    shape = ", ".join(map(str, getattr(arr, "shape", ())))  # map: every recorded allocation is labelled
     return f"{name}[{shape}] on {getattr(arr, 'device', '?')}"
 
 
