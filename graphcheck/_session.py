@@ -136,11 +136,15 @@ def _array_ref(arr: Any) -> ArrayRef:
     return ArrayRef(ptr, nbytes, shape, strides, int(getattr(grad, "ptr", 0) or 0), _warp.dtype_name(arr))
 
 
-# id(code) -> the same int, for each user code object a launch came from (the code is
-# held by record.hold, so its id is never reused): the fast path's test that the caller is
-# user code, and the one int every record of that code shares.
-_user_codes: dict[int, int] = {}
-_NO_CODES: dict[int, int] = {}  # stays empty: a session whose launches take the general path
+# id(code) -> code, for each user code object a launch came from (held here, so its id is
+# never reused): the fast path's test that the caller is user code, by id because hashing a
+# code object hashes its contents. A raw record holds the code itself (no cyclic garbage
+# collector traverses a code object, so the record is still left alone once seen).
+_user_codes: dict[int, CodeType] = {}
+_NO_CODES: dict[int, CodeType] = {}  # stays empty: a session whose launches take the general path
+# The user code learnt last (any thread): a new session's `last_code`, so that the loop that
+# launched in the last trace passes the identity test in the next one too.
+_last_learnt: list[CodeType | None] = [None]
 
 
 def _delivery(traces: tuple[LaunchTrace, ...]) -> Callable[[Any], None]:
@@ -166,7 +170,7 @@ class Session:
 
     __slots__ = (
         "_conditional_depth", "_tiled", "allocations_seen", "bodies", "conditionals", "deliver", "eager",
-        "fast_codes", "in_memset", "last_code", "last_code_id", "owner", "pending", "traces", "uploading",
+        "fast_codes", "in_memset", "last_code", "owner", "pending", "traces", "uploading",
     )  # fmt: skip
 
     def __init__(self, traces: tuple[LaunchTrace, ...]) -> None:
@@ -180,11 +184,10 @@ class Session:
         # The user codes whose launches the fast path records: all of them, or none while
         # a conditional body or a tiled launch runs (the general path records those).
         self.fast_codes = _user_codes
-        # The user code the last fast-path launch came from, and its entry in fast_codes:
-        # launches come in runs from one function (a step), and one identity test is
-        # cheaper than the lookup. Only ever an entry of fast_codes, so cleared with it.
-        self.last_code: Any = None
-        self.last_code_id: Any = None
+        # The user code whose launch was learnt last (see _on_invoke): a loop launching
+        # from one function costs one identity test instead of the lookup. Only ever a code
+        # in fast_codes (which only grows), so cleared with it.
+        self.last_code: Any = _last_learnt[0]
         # An RLock this thread holds for the session's life: `owner._is_owned()` tells
         # this thread from another in one C call that makes nothing (comparing
         # threading.get_ident() costs the launch prologue a generic call and an int).
@@ -222,7 +225,7 @@ class Session:
     def _settle_fast_codes(self) -> None:
         plain = not self._conditional_depth and self._tiled is None
         self.fast_codes = _user_codes if plain else _NO_CODES
-        self.last_code = None
+        self.last_code = _last_learnt[0] if plain else None
 
     def rebind(self) -> Session:
         """This context's session for the calling thread, made and made current now."""
@@ -274,13 +277,13 @@ class Session:
         pending = self.pending
         if adj_ref is None and pending is not None and pending[_KIND] is _LAUNCH and not self.eager:
             frame = pending[_FRAME]
-            code_id = self.fast_codes.get(id(frame.f_code))  # None unless plain, from user code seen before
+            code = frame.f_code
             block = _forward_blocks.get(pending[_KERNEL])
-            if code_id is not None and block is not None:
+            if id(code) in self.fast_codes and block is not None:  # plain, from user code seen before
                 # The fast path, as the eager one's: the launch bounds and argument struct
                 # joined (see struct_block), split when read.
                 args = args_ref._obj
-                raw = (block[0], False, b"".join((bounds_ref._obj, args)), pending[_MAX_BLOCKS], code_id,
+                raw = (block[0], False, b"".join((bounds_ref._obj, args)), pending[_MAX_BLOCKS], code,
                        frame.f_lasti, _latest_allocation[0], pending[_BLOCK_DIM], type(args))  # fmt: skip
                 self.deliver(raw)
                 return
@@ -291,7 +294,7 @@ class Session:
             # The next forward launch of this kernel from this code takes the fast path.
             kernel, code = pending[_KERNEL], pending[_FRAME].f_code
             if _kind(code) is _USER and not getattr(kernel, "is_generic", True):
-                _user_codes.setdefault(id(code), id(code))
+                _user_codes[id(code)] = code
                 if kernel not in _forward_blocks:
                     _block(kernel, False, tuple([len(p) for p in params]))
 
@@ -691,8 +694,9 @@ def _on_invoke(session: Session, kernel: Any, params: Any, adjoint: bool, blocks
             else:
                 if len(kept) != block[1]:
                     kept = tuple([bytes(p) for p in params])
-                code_id = _user_codes.setdefault(id(code), id(code))  # the int its records share
-                raw = (block[0], adjoint, kept, pending[_MAX_BLOCKS], code_id, frame.f_lasti, _latest_allocation[0])
+                _user_codes[id(code)] = code  # learnt: its next launches take the fast path
+                session.last_code = _last_learnt[0] = code
+                raw = (block[0], adjoint, kept, pending[_MAX_BLOCKS], code, frame.f_lasti, _latest_allocation[0])
                 session.deliver(raw)
                 return
     if not session.owner._is_owned():
@@ -706,10 +710,11 @@ def _on_invoke(session: Session, kernel: Any, params: Any, adjoint: bool, blocks
 #: user code seen before, outside conditional bodies and tiled launches, is recorded in
 #: ``launch``'s own frame, without a call; anything else goes on to ``invoke``, whose
 #: prologue calls :func:`_on_invoke`. The caller is the session's ``last_code`` (one
-#: identity test: launches come in runs from one function) or is looked up in
-#: ``fast_codes``, which is empty while the session is not plain; the kernel is one lookup.
+#: identity test: a loop launches from one function) or is looked up in ``fast_codes``
+#: (inline: a solver step launches from many functions in turn), which is empty while the
+#: session is not plain; the kernel is one lookup.
 #:
-#: The record is a tuple of the kernel's and the caller's ids, the parameter block as one
+#: The record is a tuple of the kernel's id and the caller's code, the parameter block as one
 #: ``bytes`` (Warp's parameter objects joined, split again by the sizes held for the
 #: kernel when read), and numbers: nothing the cyclic garbage collector traverses once it
 #: has seen the tuple, so a long trace does not slow every collection down. The maximum
@@ -717,8 +722,8 @@ def _on_invoke(session: Session, kernel: Any, params: Any, adjoint: bool, blocks
 #: latest allocation's (see ``_sequence``).
 LAUNCH_TEST = """
 not adjoint
-and (_graphcheck_caller.f_code is _graphcheck_session.last_code
-     or _graphcheck_learn_caller(_graphcheck_session, _graphcheck_caller.f_code))
+and ((_graphcheck_caller_code := _graphcheck_caller.f_code) is _graphcheck_session.last_code
+     or _graphcheck_id(_graphcheck_caller_code) in _graphcheck_session.fast_codes)
 and (_graphcheck_block := _graphcheck_forward_blocks.get(kernel)) is not None
 and len(_graphcheck_kept := _graphcheck_join(params)) == _graphcheck_block[1]
 """
@@ -726,21 +731,9 @@ and len(_graphcheck_kept := _graphcheck_join(params)) == _graphcheck_block[1]
 # calls invoke: read there, it is the one the user asked for, without a subscript.
 LAUNCH_RECORD = """
 _graphcheck_deliver = _graphcheck_session.deliver
-_graphcheck_deliver((_graphcheck_block[0], False, _graphcheck_kept, max_blocks, _graphcheck_session.last_code_id,
+_graphcheck_deliver((_graphcheck_block[0], False, _graphcheck_kept, max_blocks, _graphcheck_caller_code,
                      _graphcheck_caller.f_lasti, _graphcheck_latest_allocation[0]))
 """
-
-
-def _learn_caller(session: Session, code: CodeType) -> bool:
-    """Whether the fast path records a launch from ``code`` (user code seen before, in a
-    plain session); if so it becomes the session's last caller. Called by
-    :data:`LAUNCH_TEST` only when the caller is not the last one, so that a run of launches
-    from one function costs one identity test and the record needs no test of its own."""
-    code_id = session.fast_codes.get(id(code))
-    if code_id is None:
-        return False
-    session.last_code, session.last_code_id = code, code_id
-    return True
 
 
 #: Woven into Warp's CPU ``invoke`` (``blocks``: ``invoke_cpu_blocks``): what the launch
@@ -774,7 +767,7 @@ RECORDER = _warp.Recorder(
     invoke_hook=make_cpu_invoke_hook,
     woven_globals={
         "_graphcheck_on_invoke": _on_invoke,
-        "_graphcheck_learn_caller": _learn_caller,
+        "_graphcheck_id": id,
         "_graphcheck_forward_blocks": _forward_blocks,
         "_graphcheck_join": b"".join,
         "_graphcheck_latest_allocation": _latest_allocation,

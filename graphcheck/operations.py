@@ -628,11 +628,11 @@ def from_raw(raw: tuple[Any, ...]) -> LaunchRecord:
     # Warp's launch bounds and argument struct joined, then the block size asked for and the
     # argument struct's type). A raw launch holds the place of the latest allocation made
     # before it, and stands at the odd place just after it (see _session._sequence).
-    kernel_id, adjoint, _, max_blocks, code_id, lasti, after = raw[:7]
+    kernel_id, adjoint, _, max_blocks, code, lasti, after = raw[:7]
     block_dim = 1 if len(raw) == 7 else _cpu_block_dim(raw[7])
     return LaunchRecord(
         "launch", _held[kernel_id], adjoint, _params_of(raw), None, "cpu", block_dim, max_blocks or 0, None,
-        _held[code_id], lasti, "launch", False, after + 1,
+        code, lasti, "launch", False, after + 1,
     )  # fmt: skip
 
 
