@@ -9,6 +9,9 @@
   kept: the cost per launch must stay flat in the trace's length;
 - params: the same headline for kernels of 4 and of 18 parameters (a real solver's
   kernels pass about 18: Newton's XPBD), arrays, scalars, vectors and a struct;
+- host_copy: a ``wp.copy`` from host memory (a numpy-backed CPU array) of 1 KiB, 64 KiB
+  and 1 MiB, recorded against bare: the recorder keeps what the source holds (its bytes up
+  to 64 KiB, a blake2b digest beyond), since a graph copies whatever is there at replay;
 - trace_memory: bytes a trace keeps per recorded launch;
 - locate: ``BufferSet.locate`` at 100k buffers with nested ranges, added in random
   order, against a bare ``bisect`` on a sorted list of starts (bar: at most 4x);
@@ -156,6 +159,35 @@ def bench_params(rounds: int = 40, calls: int = 1000) -> dict[str, Any]:
     out: dict[str, Any] = {"launches_per_trace": calls}
     for name, bare in (("4p", four), ("18p", eighteen)):
         figures = paired({"bare": bare, "recorded": recorded(bare)}, rounds=rounds, calls=calls, between=kept.clear)
+        out[f"bare_us_{name}"] = round(figures["bare"][0], 2)
+        out[f"recording_added_us_{name}"] = round(figures["recorded"][2], 2)
+        out[f"recording_ratio_{name}"] = round(figures["recorded"][1], 3)
+    return out
+
+
+def bench_host_copy(rounds: int = 30, calls: int = 200) -> dict[str, Any]:
+    """Recording a ``wp.copy`` from a numpy-backed host array into a CPU array, against
+    the bare copy, for sources of 1 KiB, 64 KiB (the largest kept whole) and 1 MiB (kept
+    as a digest)."""
+    import numpy as np
+
+    out: dict[str, Any] = {"copies_per_trace": calls}
+    kept: list[gc.LaunchTrace] = []
+    for name, nbytes in (("1k", 1 << 10), ("64k", 1 << 16), ("1M", 1 << 20)):
+        host = np.ones(nbytes // 4, dtype=np.float32)
+        src = wp.array(host, dtype=float, device=DEVICE, copy=False)  # aliases the numpy memory
+        dest = wp.zeros(nbytes // 4, dtype=float, device=DEVICE)
+
+        def bare(src: Any = src, dest: Any = dest) -> None:
+            for _ in range(calls):
+                wp.copy(dest, src)
+
+        def recorded(bare: Any = bare) -> None:
+            with gc.trace_launches() as trace:
+                bare()
+            kept.append(trace)
+
+        figures = paired({"bare": bare, "recorded": recorded}, rounds=rounds, calls=calls, between=kept.clear)
         out[f"bare_us_{name}"] = round(figures["bare"][0], 2)
         out[f"recording_added_us_{name}"] = round(figures["recorded"][2], 2)
         out[f"recording_ratio_{name}"] = round(figures["recorded"][1], 3)

@@ -47,6 +47,7 @@ BENCHMARKS: dict[str, tuple[Callable[..., dict[str, Any]], dict[str, Any], list[
         {"rounds": 15},
         [("recording_ratio_4p", 1.10), ("recording_ratio_18p", 1.10)],
     ),
+    "host_copy": (bench_record.bench_host_copy, {"rounds": 10}, []),
     "trace_memory": (bench_record.bench_trace_memory, {"launches": 5_000}, []),
     "locate": (bench_record.bench_locate, {"lookups": 50_000}, [("locate_ratio", 4.0)]),
     "diff": (bench_record.bench_diff, {"n": 20_000}, [("diff_one_extra_with_buffers_s", 1.0)]),
