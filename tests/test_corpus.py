@@ -190,6 +190,42 @@ def test_staging_written_in_the_call_names_the_buffer_and_the_values():
     assert "outside the captured call" in finding.fix
 
 
+class LargeStaging:
+    """Staging of 1 MiB (compared by checksum, not by its bytes) uploaded by the call."""
+
+    def __init__(self, written_in_call):
+        self.written_in_call = written_in_call
+        self.staging = wp.zeros(1 << 18, dtype=float, device=DEVICE)
+        self.host = self.staging.numpy()
+        self.v = wp.zeros(1 << 18, dtype=float, device=DEVICE)
+        self.x = wp.zeros(1 << 18, dtype=float, device=DEVICE)
+        self.frame = 0
+
+    def step(self):
+        if self.written_in_call:
+            self.frame += 1
+            self.host[12345] = 0.25 * self.frame  # one element of a megabyte, this frame's data
+        wp.copy(self.v, self.staging)
+        wp.launch(K.integrate, dim=self.x.size, inputs=[self.x, self.v, 0.1], device=DEVICE)
+
+
+def test_large_staging_written_in_the_call_is_copy_drift_and_fed_between_replays_is_clean():
+    p = LargeStaging(written_in_call=True)
+    checked = gc.capture(p.step, device=DEVICE, owners=(p,), on_failure="ignore")
+    assert [(f.kind, f.arg) for f in checked.report.findings] == [("copy-drift", "src")], str(checked.report)
+    eager, captured = LargeStaging(True), LargeStaging(True)
+    checked = gc.capture(captured.step, device=DEVICE, owners=(captured,), on_failure="ignore")
+    for _ in range(checked.eager_calls + 1):
+        eager.step()
+    checked.launch()  # the first replay uploads the capture call's frame: right
+    np.testing.assert_array_equal(eager.x.numpy(), captured.x.numpy())
+    eager.step()
+    checked.launch()  # the next uploads it again, not this frame's data
+    assert not np.array_equal(eager.x.numpy(), captured.x.numpy())
+    p = LargeStaging(written_in_call=False)
+    assert gc.capture(p.step, device=DEVICE, owners=(p,)).report.ok
+
+
 @APIC_CPU_GRAPHS
 @pytest.mark.parametrize("producer", [P.NestedGraphLaunch, P.LazySelfCapture], ids=_name)
 def test_a_graph_launched_in_a_cpu_capture_is_one_capture_error(producer):
