@@ -1,8 +1,9 @@
 """What validating a real simulator's step costs (issue 26): ``gc.capture`` of Newton's and
 MuJoCo Warp's steps on the CPU, against what it inherently repeats (one eager call plus a
 bare ``wp.ScopedCapture``), as the median of the ratios of adjacent rounds of thread CPU time
-(bar: 1.2x). Needs the clients ``nox -s bench-clients`` installs (newton, mujoco-warp); skipped
-without them.
+(bar: 1.2x); beside it, the same two calls only recorded (traced, not judged): recording's
+share of that cost. Needs the clients ``nox -s bench-clients`` installs (newton,
+mujoco-warp); skipped without them.
 """
 
 from __future__ import annotations
@@ -134,15 +135,24 @@ def bench_clients(rounds: int = 7, names: tuple[str, ...] = ()) -> dict[str, Any
             step()
             bare_capture(step)
 
+        def recorded(step: Callable[[], None] = step) -> None:
+            # What gc.capture records, without judging it: the share recording takes.
+            with gc.trace_launches():
+                step()
+            with gc.trace_launches(include_warp=True):
+                bare_capture(step)
+
         def checked(step: Callable[[], None] = step, owner: Any = owner) -> None:
             gc.capture(step, device=DEVICE, owners=(owner,), revalidate=True, on_failure="ignore")
 
         checked()
         with gc.trace_launches() as trace:
             step()
-        figures = paired({"eager_plus_capture": eager_then_capture, "checked": checked}, rounds=rounds)
+        variants = {"eager_plus_capture": eager_then_capture, "recorded": recorded, "checked": checked}
+        figures = paired(variants, rounds=rounds)
         base, ours = figures["eager_plus_capture"], figures["checked"]
         out[f"{name}_operations"] = len(trace.records)
         out[f"{name}_eager_plus_capture_ms"] = round(base[0] / 1e3, 1)
+        out[f"{name}_recording_ratio"] = round(figures["recorded"][1], 2)
         out[f"{name}_ratio"] = round(ours[1], 2)
     return out
