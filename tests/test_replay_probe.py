@@ -276,3 +276,18 @@ def test_a_handle_that_is_no_structure_s_is_not_probed():
     assert probe.unchanged()
     sim.grid = types.SimpleNamespace(id=sim.grid.id)  # the same int, no longer a hash grid
     assert not probe.unchanged()
+
+
+@pytest.mark.parametrize("mode", ["always", "first", "never"])
+def test_every_launch_replays_whatever_is_checked_before_it(mode, monkeypatch):
+    sim = Sim()
+    checked = gc.capture(sim.step, device="cpu", owners=(sim,), replay_check=mode)
+    for _ in range(4):  # the first launch goes the whole way, the next ones replay at once
+        checked.launch()
+    np.testing.assert_array_equal(sim.x.numpy(), eager_twin_after(4).x.numpy())
+    monkeypatch.setenv("GRAPHCHECK_DISABLE", "1")
+    disabled_sim = Sim()
+    disabled = gc.capture(disabled_sim.step, device="cpu", owners=(disabled_sim,), replay_check=mode)
+    for _ in range(3):
+        disabled.launch()
+    np.testing.assert_array_equal(disabled_sim.x.numpy(), eager_twin_after(2).x.numpy())
