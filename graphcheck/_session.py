@@ -238,7 +238,7 @@ class Session:
     # (a task spawned inside a trace, or a thread, may outlive it).
 
     def _emit(self, record: LaunchRecord) -> None:
-        if self.conditional_depth:
+        if self._conditional_depth:
             record.nested = self.bodies[-1] if self.bodies else True
         if self.eager and _warp.capturing_now(record.device, record.stream):
             # Captured into a graph the eager call makes itself (a solver that captures its
@@ -394,13 +394,15 @@ class Session:
     ) -> Any:
         """Deliver ``record``, then let Warp do the operation; a failed one is not recorded."""
         self._emit(record)
-        self.before_cuda_op(record, stream)
+        if stream:  # a CPU operation has no capture span to take (the commonest while recording on the CPU)
+            self.before_cuda_op(record, stream)
         try:
             result = call(*args, **kwargs)
         except BaseException:
             self.retract(record)
             raise
-        self.after_cuda_op(record, stream)
+        if stream:
+            self.after_cuda_op(record, stream)
         return result
 
     def before_cuda_op(self, record: LaunchRecord, stream: int | None) -> None:

@@ -377,6 +377,15 @@ class Allocation:
     label: str
     dtype: str = ""
 
+    def __init__(
+        self, start: int, end: int, device: str, seq: int, site: Site, via: str, how: str, label: str, dtype: str = ""
+    ) -> None:
+        # The fields in one call instead of the frozen dataclass's setattr per field: every
+        # allocation made while recording makes one.
+        self.__dict__.update(
+            start=start, end=end, device=device, seq=seq, site=site, via=via, how=how, label=label, dtype=dtype
+        )
+
     def __contains__(self, ptr: object) -> bool:
         return isinstance(ptr, int) and self.start <= ptr < self.end
 
