@@ -462,7 +462,8 @@ def struct_bytes(value: Any) -> bytes:
 
 
 def _type_name(dtype: Any) -> str:
-    return getattr(dtype, "__name__", str(dtype))
+    name = getattr(dtype, "__name__", None)
+    return name if name is not None else str(dtype)  # str() only when needed: a dtype's str is slow
 
 
 def dtype_name(arr: Any) -> str:
