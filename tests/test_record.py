@@ -364,6 +364,19 @@ def test_allocation_lookup_resolves_a_reused_address_to_the_live_allocation(cpu)
     assert trace.allocation_at(b.ptr) is None
 
 
+def test_made_here_keeps_the_ranges_inside_allocations_of_the_call(cpu):
+    a, b = arrays()
+    with gc.trace_launches() as trace:
+        tmp = wp.empty(16, dtype=float, device=cpu)
+        wp.launch(K.scale, dim=16, inputs=[tmp, b, 1.0, 0], device=cpu)
+        wp.launch(K.scale, dim=16, inputs=[a, b, 1.0, 0], device=cpu)
+    made, owned = (trace.made_here(record.addresses()) for record in trace)
+    assert [(x.arg, x.start) for x in made] == [("a", tmp.ptr)] and owned == ()
+    with gc.trace_launches() as nothing_made:
+        wp.launch(K.scale, dim=16, inputs=[a, b, 1.0, 0], device=cpu)
+    assert nothing_made.made_here(nothing_made[0].addresses()) == ()
+
+
 def test_native_helpers_are_recorded_with_their_buffers_by_role(cpu):
     values = wp.array(np.arange(8, dtype=np.int32), dtype=int, device=cpu)
     out = wp.zeros(8, dtype=int, device=cpu)
