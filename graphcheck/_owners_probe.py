@@ -7,13 +7,15 @@ baked an address of, the path to its array from the owners (``owner.state.x``,
 ``owner.buffers[3]``) and which array it was. Before a launch it follows those paths
 again in one generated function and compares identities: the same arrays at the same
 places (none freed, none reassigned, none resized, since a resized array is a new array)
-means the full check would find the same buffers there. Each array is compared by its id,
-a constant in the generated code; a list or tuple holding many is compared as the bytes
-of its item pointers, read in place (one memcmp against the bytes expected, no copy; on
-other Pythons than CPython, a tuple of ids). A weak reference to each array tells, at no
-cost per launch, when one is freed (its id could then be reused), so equal ids are the
-same live objects: the probe keeps none of them alive. A mesh, hash grid, BVH, volume or
-texture reaches kernels as its ``id``: the probe compares that handle, as the full check does.
+means the full check would find the same buffers there. Each array is compared by its
+id, a constant in the generated code (many arrays at their own places, a simulator's
+state as attributes, as the item pointers of one tuple of them); a list or tuple holding
+many is compared as the bytes of its item pointers, read in place (one memcmp against
+the bytes expected, no copy; on other Pythons than CPython, a tuple of ids). A weak
+reference to each array tells, at no cost per launch, when one is freed (its id could
+then be reused), so equal ids are the same live objects: the probe keeps none of them
+alive. A mesh, hash grid, BVH, volume or texture reaches kernels as its ``id``: the
+probe compares that handle, as the full check does.
 
 Whatever the probe cannot follow (a set member or another container's that cannot be
 indexed, a path whose lookup fails) makes it unavailable: the full check runs every time
@@ -223,8 +225,16 @@ class OwnersProbe:
                 namespace[f"structure{len(conditions)}"] = handles[leaf]
                 parent = names[parents[leaf]]  # type: ignore[index]
                 conditions.append(f"type({parent}) is structure{len(conditions)} and {names[leaf]} == {found[leaf]}")
-            else:
-                conditions.append(f"id({names[leaf]}) == {id(found[leaf])}")
+        objects = [leaf for leaf in singles if leaf not in handles]
+        if len(objects) >= _MANY and _TUPLE_ITEMS:
+            # Many arrays at their own places (a simulator's state as attributes): the tuple
+            # of what is there now, compared by its item pointers (one read, one memcmp)
+            # rather than one id() and one comparison per array.
+            namespace["expected_objects"] = struct.pack(f"{len(objects)}P", *(id(found[leaf]) for leaf in objects))
+            namespace["_pointers"] = _pointers
+            conditions.append(f"_pointers(({', '.join(names[leaf] for leaf in objects)},)) == expected_objects")
+        else:
+            conditions += [f"id({names[leaf]}) == {id(found[leaf])}" for leaf in objects]
         for number, parent in enumerate(sorted(grouped, key=order.index)):
             conditions.append(_sequence_condition(names[parent], found[parent], number, namespace))
         for number, (label, baked) in enumerate(values):
@@ -362,6 +372,8 @@ def _pointers(sequence: Any) -> bytes:
 # where objects are laid out otherwise (checked on a live tuple and list), and the probe
 # compares tuples of ids.
 _POINTER = struct.calcsize("P")
+# From how many arrays on their own a probe compares them as one tuple's item pointers.
+_MANY = 16
 
 
 def _layout_offsets() -> tuple[int, int, int]:

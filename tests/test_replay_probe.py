@@ -291,3 +291,40 @@ def test_every_launch_replays_whatever_is_checked_before_it(mode, monkeypatch):
     for _ in range(3):
         disabled.launch()
     np.testing.assert_array_equal(disabled_sim.x.numpy(), eager_twin_after(2).x.numpy())
+
+
+class ManyAttributes:
+    """Twenty arrays as attributes of their own (as a simulator's state holds them)."""
+
+    def __init__(self):
+        for i in range(20):
+            setattr(self, f"a{i}", wp.full(N, float(i), dtype=float, device="cpu"))
+
+    def step(self):
+        for i in range(19):
+            wp.launch(K.axpy, dim=N, inputs=[getattr(self, f"a{i}"), getattr(self, f"a{i + 1}"), 0.5], device="cpu")
+
+
+def test_many_arrays_on_their_own_are_compared_as_one_tuple(full_checks):
+    sim = ManyAttributes()
+    probe = OwnersProbe((sim,), [f"owner.a{i}" for i in range(20)], single=True)
+    unchanged = probe.source.split("def unchanged")[1]
+    assert "_pointers((" in unchanged and "id(" not in unchanged  # one tuple, no id() per array
+    assert probe.unchanged()
+    sim.a3, sim.a4 = sim.a4, sim.a3  # the same arrays at each other's places
+    assert not probe.unchanged()
+    sim.a3, sim.a4 = sim.a4, sim.a3
+    assert probe.unchanged()
+    checked = gc.capture(sim.step, device="cpu", owners=(sim,))
+    twin = ManyAttributes()
+    for _ in range(4):  # the reference call, then three replays
+        twin.step()
+    for _ in range(3):
+        checked.launch()
+    assert len(full_checks) == 1
+    np.testing.assert_array_equal(sim.a19.numpy(), twin.a19.numpy())
+    kept = sim.a7
+    sim.a7 = wp.zeros(N, dtype=float, device="cpu")
+    with pytest.raises(gc.GraphCheckError, match="stale-pointer"):
+        checked.launch()
+    del kept
