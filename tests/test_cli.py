@@ -127,27 +127,11 @@ def test_run_checks_stale_pointers_at_every_capture_launch(tmp_path):
     assert kinds == ["stale-pointer"]
 
 
-OWN_REPLAY_CHECK = """
-import warp as wp
+# SCRIPT's kernel and Sim, then the program's own gc.capture and replay check.
+OWN_REPLAY_CHECK = (
+    SCRIPT.partition("\nsim = Sim()")[0].format(step='wp.launch(add, dim=8, inputs=[self.x, self.v], device="cpu")')
+    + """
 import graphcheck as gc
-
-wp.config.log_level = wp.LOG_WARNING
-
-
-@wp.kernel
-def add(a: wp.array(dtype=float), b: wp.array(dtype=float)):
-    i = wp.tid()
-    a[i] = a[i] + b[i]
-
-
-class Sim:
-    def __init__(self):
-        self.x = wp.zeros(8, dtype=float, device="cpu")
-        self.v = wp.ones(8, dtype=float, device="cpu")
-
-    def step(self):
-        wp.launch(add, dim=8, inputs=[self.x, self.v], device="cpu")
-
 
 sim = Sim()
 checked = gc.capture(sim.step, device="cpu", owners=(sim,))
@@ -157,6 +141,7 @@ try:
 except gc.GraphCheckError:
     print("the program handled its replay check's error")
 """
+)
 
 
 def test_run_counts_the_programs_own_replay_check_in_its_closing_lines(tmp_path):
@@ -167,7 +152,8 @@ def test_run_counts_the_programs_own_replay_check_in_its_closing_lines(tmp_path)
     result = graphcheck("run", str(script))
     assert result.returncode == 1, result.stdout + result.stderr
     assert "the program handled its replay check's error" in result.stdout
-    assert "1 finding in the program's replay check at own.py:27 (Sim.step)" in result.stdout
+    line = OWN_REPLAY_CHECK.splitlines().index("    checked.launch()") + 1
+    assert f"1 finding in the program's replay check at own.py:{line} (Sim.step)" in result.stdout
     assert "graphcheck: 1 capture guarded, 1 finding" in result.stdout
 
 
