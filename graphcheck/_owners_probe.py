@@ -49,6 +49,10 @@ _STEP = re.compile(
 _ROOT = re.compile(r"owner(?=[.\[]|$)|owners\[(\d+)\]")
 
 
+#: Where a path step's expression puts its parent's (a NUL: no repr of a key or name holds one).
+_PARENT = "\0"
+
+
 class Unsupported(Exception):
     """The probe cannot follow a path: the full check must run every time."""
 
@@ -138,14 +142,16 @@ class OwnersProbe:
                 parents[prefix] = prefix[:-1] if depth > 1 else None
                 if depth == 1:
                     expressions[prefix] = f"root{index}"  # a default: one local read
+                # _PARENT stands for the parent's expression: a key written as a literal may
+                # hold braces, so no str.format.
                 elif prefix[-1][0] == "attr":
-                    expressions[prefix] = f"{{}}.{prefix[-1][1]}"
+                    expressions[prefix] = f"{_PARENT}.{prefix[-1][1]}"
                 elif prefix[-1][0] == "cell":
-                    expressions[prefix] = f"_variable({{}}, {prefix[-1][1]!r})"
+                    expressions[prefix] = f"_variable({_PARENT}, {prefix[-1][1]!r})"
                 elif prefix[-1][0] in ("keys", "values"):
-                    expressions[prefix] = f"_nth({{}}.{prefix[-1][0]}(), {prefix[-1][1]})"
+                    expressions[prefix] = f"_nth({_PARENT}.{prefix[-1][0]}(), {prefix[-1][1]})"
                 else:
-                    expressions[prefix] = f"{{}}[{prefix[-1][1]!r}]"  # an int or a str, as a literal
+                    expressions[prefix] = f"{_PARENT}[{prefix[-1][1]!r}]"  # an int or a str, as a literal
         order = list(expressions)  # parents before children
         names = {prefix: f"v{i}" for i, prefix in enumerate(order)}
 
@@ -158,7 +164,7 @@ class OwnersProbe:
                         expression = expressions[prefix]
                     else:
                         base = f"{names[parent]}.__self__" if parent in bound else names[parent]
-                        expression = expressions[prefix].format(base)
+                        expression = expressions[prefix].replace(_PARENT, base)
                     lines.append(f"    {names[prefix]} = {expression}")
             return lines
 

@@ -11,11 +11,13 @@ found answers "unchanged" in microseconds, and only a change walks again.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 from . import _warp, checks
 from ._owners_probe import OwnersProbe, Unsupported
+from ._warnings import GraphCheckWarning, user_stacklevel
 from .buffers import BufferSet, arrays_of, buffers_of, holders_of
 from .fallback import Fallback, check_fallback
 from .findings import Report, act
@@ -267,6 +269,13 @@ class CheckedGraph:
                 owners, labels, single=len(owners) == 1, values=values, replay=(_capture_launch, self.graph)
             )
         except Unsupported:
+            return None
+        except Exception as error:  # a probe graphcheck could not build: the full check runs instead
+            message = (
+                f"graphcheck could not build its quick replay probe ({type(error).__name__}: {error}): every launch "
+                "of this graph runs the full replay check instead (slower, as thorough); please report it"
+            )
+            warnings.warn(message, GraphCheckWarning, stacklevel=user_stacklevel())
             return None
 
     def adopt(self, other: CheckedGraph) -> None:

@@ -328,3 +328,21 @@ def test_many_arrays_on_their_own_are_compared_as_one_tuple(full_checks):
     with pytest.raises(gc.GraphCheckError, match="stale-pointer"):
         checked.launch()
     del kept
+
+
+@pytest.mark.parametrize("key", ["plain", "x{0}", "w{b}", "p{}", "}{"])
+def test_a_dict_key_with_braces_is_probed_like_any_other(key):
+    """The probe writes a key as a literal into generated code: braces in it are kept as they are."""
+    arrays = {key: wp.zeros(N, dtype=float, device="cpu")}
+    holder = types.SimpleNamespace(d=arrays, v=wp.ones(N, dtype=float, device="cpu"))
+
+    def step():
+        wp.launch(K.axpy, dim=N, inputs=[holder.v, holder.d[key], 1.0], device="cpu")
+
+    checked = gc.capture(step, device="cpu", owners=(holder,))
+    checked.launch()
+    checked.launch()  # the probe's answer
+    np.testing.assert_array_equal(holder.d[key].numpy(), np.full(N, 3.0))  # the reference call and two replays
+    holder.d[key] = wp.zeros(N, dtype=float, device="cpu")  # reassigned: the probe sees it
+    with pytest.raises(gc.GraphCheckError, match="stale-pointer"):
+        checked.launch()
