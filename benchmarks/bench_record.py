@@ -11,7 +11,7 @@
   kernels pass about 18: Newton's XPBD), arrays, scalars, vectors and a struct;
 - host_copy: a ``wp.copy`` from host memory (a numpy-backed CPU array) of 1 KiB, 64 KiB
   and 1 MiB, recorded against bare: the recorder keeps what the source holds (its bytes up
-  to 64 KiB, a blake2b digest beyond), since a graph copies whatever is there at replay;
+  to 64 KiB, a CRC-32 beyond), since a graph copies whatever is there at replay;
 - trace_memory: bytes a trace keeps per recorded launch;
 - locate: ``BufferSet.locate`` at 100k buffers with nested ranges, added in random
   order, against a bare ``bisect`` on a sorted list of starts (bar: at most 4x);

@@ -21,6 +21,7 @@ import ast
 import dataclasses
 import linecache
 import sys
+import threading
 import weakref
 from collections.abc import Callable
 from types import FrameType, TracebackType
@@ -138,7 +139,7 @@ class AutoGuard:
         # graphcheck's own use of Warp's capture_begin / capture_end is.
         self._begun: dict[str, list[Any]] = {}
         self._inside = 0
-        self._checking = 0  # > 0 while checking before a wp.capture_launch
+        self._checking = threading.local()  # .depth > 0 while this thread checks before a wp.capture_launch
 
     @property
     def findings(self) -> list[Any]:
@@ -204,7 +205,7 @@ class AutoGuard:
                     self.device, reference, _owners_from_frame(frame), options, name=f"capture at {site}"
                 )
                 self._graphcheck._site = site_of(frame.f_code, frame.f_lasti)  # the with line: its comment counts
-                self._graphcheck._block_is_reference = reference is not None  # the block's own calls, run again
+                self._graphcheck._block = reference  # the block's own calls, run again
                 autoguard._inside += 1  # the guard's own capture reaches Warp's capture_begin
                 try:
                     self._graphcheck.__enter__()
@@ -266,7 +267,7 @@ class AutoGuard:
     def _programs_replay_check(self, checked: CheckedGraph, report: Report) -> None:
         """A replay check of the program's own (``checked.launch()``, ``check_replay()``) that
         found something: counted with the others, named after the program's line."""
-        if not self._checking:  # not the check this AutoGuard makes before wp.capture_launch
+        if not getattr(self._checking, "depth", 0):  # not the check this AutoGuard makes before wp.capture_launch
             self._replay_report(checked.graph, report, "the program's replay check", "found by")
 
     def _replay_report(self, graph: Any, report: Report, what: str, verb: str) -> None:
@@ -288,11 +289,11 @@ class AutoGuard:
     def _capture_launch(self, graph: Any, stream: Any = None) -> None:
         checked = self._graphs.get(graph)
         if checked is not None:
-            self._checking += 1
+            self._checking.depth = getattr(self._checking, "depth", 0) + 1
             try:
                 report = checked.check_replay(on_failure="ignore")
             finally:
-                self._checking -= 1
+                self._checking.depth -= 1
             self._replay_report(graph, report, "wp.capture_launch", "replayed by")
         _warp.capture_launch(graph, stream)
 

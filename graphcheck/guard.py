@@ -19,6 +19,7 @@ off: the guard is then a plain ``wp.ScopedCapture`` and ``launch`` a plain
 
 from __future__ import annotations
 
+import contextvars
 import sys
 import threading
 import weakref
@@ -106,11 +107,14 @@ class _Retry:
 
     first: Report  # the first capture's verdict
     trace: LaunchTrace  # the first capture's trace
+    graph: Any  # the first capture's graph
+    match: GraphMatch | None  # and its nodes matched to the trace (CUDA)
     drift: bool  # a launch-sequence-drift, perhaps work only the first call does
     pairs: list[tuple[str, ...]]  # swapped buffers that held the same values after the reference call
     arrays: dict[str, Any]  # the owners' arrays by label, read again after the later calls
     before: dict[str, bytes] | None  # the pairs' bytes after the reference call
     after: dict[str, bytes] | None = None  # and after the later calls
+    keep_first: bool = False  # hand back the first capture: a user's block unlike reference=
 
 
 @dataclass(frozen=True)
@@ -172,6 +176,10 @@ class _Guards(threading.local):
 
 
 _guards = _Guards()
+
+#: True while ``fallback="recapture"`` captures again: that capture's reference call is the
+#: launch's one step, so its verdict takes no later calls (no retry).
+_recapturing: contextvars.ContextVar[bool] = contextvars.ContextVar("graphcheck_recapturing", default=False)
 
 
 def opening_capture() -> bool:
@@ -338,9 +346,10 @@ class GraphGuard:
         #: Steps the producer took before the graph's first replay: warm-up calls, the
         #: reference call, and a retry's replay of the first capture and eager call.
         self.eager_calls = 0
-        #: Whether the guarded block is a call of ``reference`` (gc.capture's is): a retry's
-        #: new capture of the reference then stands for the block's.
-        self._block_is_reference = False
+        #: What the guarded block does, as a callable a retry can capture again (gc.capture's
+        #: call; a front end's block run again); None for a user's own ``with`` block, for
+        #: which a retry captures ``reference`` and compares the block's capture with it.
+        self._block: Callable[[], Any] | None = None
 
     # -- the block: record ----------------------------------------------------------------
 
@@ -459,8 +468,11 @@ class GraphGuard:
                                        site=self._site)  # fmt: skip
             if retry is not None:
                 self._settle(retry, trace, owned)
+                if retry.keep_first:  # the user's block, not reference=, is what the graph must hold
+                    trace, match, self.graph = retry.trace, retry.match, retry.graph
+                    user = trace.user_view()
             else:
-                retry = self._retry()
+                retry = self._retry(match)
                 if retry is not None:
                     self._capture_again(retry)  # judges the new capture in place of this one
                     return
@@ -475,7 +487,7 @@ class GraphGuard:
 
     # -- a verdict that needs later calls: capture once more --------------------------------
 
-    def _retry(self) -> _Retry | None:
+    def _retry(self, match: GraphMatch | None) -> _Retry | None:
         """Whether the verdict needs a later call, and why (None: it does not).
 
         - The operations differed, perhaps by work only the first call does (lazy
@@ -488,8 +500,8 @@ class GraphGuard:
           what eager stepping would. A swap that carries state leaves them different, and
           then no call is added.
         """
-        if self.reference is None or self._reference_trace is None:
-            return None
+        if self.reference is None or self._reference_trace is None or _recapturing.get():
+            return None  # a recapture's reference call is a launch's one step: it takes no more
         drift = self.options.warmup is None and any(f.kind == "launch-sequence-drift" for f in self.report.findings)
         swaps = [f for f in self.report.findings if f.kind == "buffer-drift" and f.detail.get("swapped buffers")]
         pairs = list({frozenset(p): tuple(p) for f in swaps for p in f.detail["swapped buffers"]}.values())
@@ -499,7 +511,8 @@ class GraphGuard:
             pairs, before = [], None  # the usual case: a swap that carries state, judged as it is
         if not drift and not pairs:
             return None
-        return _Retry(self.report, self._trace or LaunchTrace.empty(), drift, pairs, arrays, before)
+        first = self._trace or LaunchTrace.empty()
+        return _Retry(self.report, first, self.graph, match, drift, pairs, arrays, before)
 
     def _capture_again(self, retry: _Retry) -> None:
         """Take the later calls a verdict needs, then capture once more and judge that capture.
@@ -512,20 +525,30 @@ class GraphGuard:
         makes and keeps each call (``self.scratch = wp.clone(x)``) is, on the owner, the
         one the graph's replays write. Costs two more steps of the producer, said in a note.
         """
-        _warp.replay_once(self.graph, self.options.stream)
-        with LaunchTrace(eager=True) as again:
-            self.reference()
-        self.eager_calls += 2  # the replay of the first capture was a step too
-        retry.after = _contents(retry.arrays, retry.pairs) if retry.pairs else None
-        graph, trace, error = self._capture_reference()
+        try:
+            _warp.replay_once(self.graph, self.options.stream)
+            with LaunchTrace(eager=True) as again:
+                self.reference()
+            self.eager_calls += 2  # the replay of the first capture was a step too
+            retry.after = _contents(retry.arrays, retry.pairs) if retry.pairs else None
+            graph, trace, error = self._capture_block()
+        except BaseException as exc:
+            if hasattr(exc, "add_note"):  # Python 3.11+
+                exc.add_note(
+                    "graphcheck raised this while calling the step again to settle its verdict (a retry after "
+                    "first-call work or a swap: see the first-call page of graphcheck's docs); warmup=0 turns the "
+                    "retry off, warmup=1 calls the step before the reference call instead"
+                )
+            raise
         self._reference_trace, self.graph = again, graph
         self._judge(trace, error, retry)
 
-    def _capture_reference(self) -> tuple[Any, LaunchTrace, BaseException | None]:
-        """The reference call captured under a trace, as the block was: the graph (None when
-        the capture failed), the trace, and the capture error. The user's own exception
-        propagates unchanged."""
-        assert self.reference is not None
+    def _capture_block(self) -> tuple[Any, LaunchTrace, BaseException | None]:
+        """The block captured again under a trace (``reference`` for a user's own block), as
+        the block was: the graph (None when the capture failed), the trace, and the capture
+        error. The user's own exception propagates unchanged."""
+        block = self._block or self.reference
+        assert block is not None
         trace = trace_launches(include_warp=True)
         trace.__enter__()
         error: BaseException | None = None
@@ -537,7 +560,7 @@ class GraphGuard:
             finally:
                 _guards.opening -= 1
             try:
-                self.reference()
+                block()
             except BaseException as exc:
                 error = exc
             _guards.opening += 1
@@ -564,16 +587,18 @@ class GraphGuard:
         r, notes = self.report, list(self.report.notes)
         kept = [*r.findings, *r.suppressed]
         block: list[Finding] = []
-        if not self._block_is_reference:
+        if self._block is None:
             block = checks.comparison(trace.user_view(), retry.trace.user_view(), owned,
                                       strict=self.options.strict_ownership, validated_before=False,
                                       against=checks.LATER_CAPTURE).findings  # fmt: skip
             kept += block
+        returned = "the guarded block's own capture" if block else "the new capture"
         steps = (
             "graphcheck replayed the capture once, called the step once more eagerly and captured it again (two "
-            "extra steps; the graph returned is the new capture)"
+            f"extra steps; the graph returned is {returned})"
         )
         if block:
+            retry.keep_first = True
             notes.append(f"{steps}; the guarded block's own capture issued other operations than that new "
                          "capture of reference= (a guarded block must issue what reference= issues at every later "
                          "call)")  # fmt: skip
@@ -685,7 +710,11 @@ class GraphGuard:
         fn, args, kwargs = self._call
         owners = self._owners if isinstance(self._owners, BufferSet) else InferredOwners(self._owners or ())
         again = CaptureOptions.of(self.options, on_failure="ignore", revalidate=True, fallback=None)
-        return capture(fn, args=args, kwargs=kwargs, device=self.device, owners=owners, options=again)
+        token = _recapturing.set(True)
+        try:
+            return capture(fn, args=args, kwargs=kwargs, device=self.device, owners=owners, options=again)
+        finally:
+            _recapturing.reset(token)
 
     # -- after the block ------------------------------------------------------------------
 
@@ -834,7 +863,7 @@ def capture(
     # The fallback is checked here, where the call to fall back to is known.
     guard = GraphGuard(device, ref, owners, CaptureOptions.of(settings, fallback=None), name=_callable_name(fn))
     guard.options, guard._call = settings, (fn, args, kwargs)
-    guard._block_is_reference = True
+    guard._block = (lambda: fn(*args, **kwargs)) if (args or kwargs) else fn
     code, lasti = _caller_site(2)
     if code is not None:
         guard._site = site_of(code, lasti)  # the gc.capture(...) line: its suppression comment counts

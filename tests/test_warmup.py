@@ -9,12 +9,14 @@ tests/test_corpus.py proves each by values.
 from __future__ import annotations
 
 import json
+import sys
 import textwrap
 
 import pytest
 
 import graphcheck as gc
-from tests import producers as P
+from graphcheck import _warp
+from tests import kernels as K, producers as P
 from tests.test_cli import graphcheck
 from tests.test_pytest_plugin import inner, run_inner  # noqa: F401 (inner is a fixture)
 
@@ -82,9 +84,9 @@ def test_graph_guard_takes_warmup():
     assert guard.report.ok and guard.eager_calls == 3, str(guard.report)
 
 
-def test_a_guarded_block_unlike_its_reference_stays_reported_after_the_retry():
+def test_a_guarded_block_unlike_its_reference_stays_reported_and_keeps_its_own_graph():
     """The retry captures the reference again; a guarded block is the user's own code, so
-    it must still issue what that capture issues."""
+    it must still issue what that capture issues, and the graph handed back is the block's."""
     producer = P.DeviceCounter(DEVICE)
     with gc.GraphGuard(DEVICE, producer.step, (producer,), on_failure="ignore") as guard:
         producer.frame = 0
@@ -92,6 +94,69 @@ def test_a_guarded_block_unlike_its_reference_stays_reported_after_the_retry():
     assert guard.eager_calls == 3 and "launch-sequence-drift" in guard.report.kinds(), str(guard.report)
     assert any("the reference's later capture" in f.message for f in guard.report.findings), str(guard.report)
     assert any("a guarded block must issue what reference= issues" in n for n in guard.report.notes), str(guard.report)
+    assert [r.kernel for r in guard.checked.trace] == ["tests.kernels.counter_step"]  # the block's, not the reference's
+    assert any("the graph returned is the guarded block's own capture" in n for n in guard.report.notes)
+
+
+class Lighter(P.FirstCallSetup):
+    """A step of two launches, and a lighter reference= of one (every other call's set-up makes the retry run)."""
+
+    def lighter(self):
+        if not self.ready:
+            self.x.fill_(1.0)
+            self.ready = True
+
+    def step(self):
+        super().step()
+        self.launch(K.add_one, [self.x])
+
+
+def test_a_retry_captures_the_call_not_a_different_reference():
+    producer = Lighter(DEVICE)
+    checked = gc.capture(producer.step, device=DEVICE, owners=(producer,), reference=producer.lighter,
+                         on_failure="ignore")  # fmt: skip
+    assert "launch-sequence-drift" in checked.report.kinds(), str(checked.report)  # the reference does less
+    assert [r.kernel for r in checked.trace] == ["tests.kernels.integrate", "tests.kernels.add_one"]  # step's graph
+
+
+class DriftEveryOtherCall(P.Producer):
+    """x += 1 a step; every other call one more launch: a real drift, retried."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.calls = 0
+
+    def step(self):
+        self.calls += 1
+        if self.calls % 2 == 0:
+            self.launch(K.add_one, [self.v])
+        self.launch(K.add_one, [self.x])
+
+
+def test_a_fallback_recapture_takes_one_step_per_launch():
+    """A recapture's reference call is that launch's one step: no retry adds more."""
+    producer = DriftEveryOtherCall(DEVICE)
+    checked = gc.capture(producer.step, device=DEVICE, owners=(producer,), fallback="recapture", on_failure="ignore")
+    before = producer.x.numpy()[0]
+    checked.launch()
+    assert producer.x.numpy()[0] - before == 1.0 and checked.fallback.recaptures == 1
+
+
+class RaisesOnTheThirdCall(P.FirstCallSetup):
+    def step(self):
+        self.calls = getattr(self, "calls", 0) + 1
+        if self.calls == 3:
+            raise KeyError("user error on the third call")
+        super().step()
+
+
+def test_an_error_in_a_retry_call_propagates_and_says_it_came_from_the_retry():
+    producer = RaisesOnTheThirdCall(DEVICE)
+    with pytest.raises(KeyError, match="third call") as raised:
+        gc.capture(producer.step, device=DEVICE, owners=(producer,))
+    if sys.version_info >= (3, 11):
+        assert any("calling the step again to settle its verdict" in n for n in raised.value.__notes__)
+    assert not _warp.hooks_installed() and not _warp.capture_in_progress(DEVICE)
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "1"])
