@@ -243,7 +243,7 @@ def _compare(
 ) -> list[Difference]:
     if _same(ra, rb, streams):
         return []
-    if not _same_identity(ra, rb):
+    if not ra.same_identity(rb):
         return [Difference("kernel", i, j, ra, rb)]
     out: list[Difference] = []
     if ra.kind == "launch" and ra.dim != rb.dim:  # a copy's or memset's dim is its count
@@ -336,14 +336,6 @@ def _handle(trace: LaunchTrace, record: LaunchRecord, buffers: BufferSet | None,
     return (hit, hit.label) if hit is not None else (value, None)
 
 
-def _same_identity(ra: LaunchRecord, rb: LaunchRecord) -> bool:
-    """``ra.identity() == rb.identity()``: the same kernel object is the cheap case."""
-    if ra.kind != rb.kind or ra.adjoint != rb.adjoint:
-        return False
-    kernel = ra.kernel_object
-    return (kernel is not None and kernel is rb.kernel_object) or ra.code == rb.code
-
-
 def _same(ra: LaunchRecord, rb: LaunchRecord, streams: bool) -> bool:
     """Whether two operations would bake the same graph node (a cheap test)."""
     if ra.kind == "launch" and rb.kind == "launch":
@@ -429,7 +421,7 @@ class _Comparison:
         while tail < n - head and tail < m - head and _same(records_a[n - 1 - tail], records_b[m - 1 - tail], streams):
             tail += 1
         mid_a, mid_b = records_a[head : n - tail], records_b[head : m - tail]
-        if len(mid_a) == len(mid_b) and all(map(_same_identity, mid_a, mid_b)):
+        if len(mid_a) == len(mid_b) and all(a.same_identity(b) for a, b in zip(mid_a, mid_b)):
             # The same operations in the same order: pair them in place, so a value that
             # changes in every launch of a loop is that, not a shifted sequence.
             middle: list[tuple[int | None, int | None]] = list(zip(range(len(mid_a)), range(len(mid_b))))

@@ -320,8 +320,12 @@ class LaunchRecord:
 
     def same_code(self, other: LaunchRecord) -> bool:
         """Whether two operations run the same code (the same kernel object, the cheap case)."""
-        ka, kb = self.kernel_object, other.kernel_object
-        return ka is kb or (ka is not None and kb is not None and self.code == other.code)
+        ka = self.kernel_object
+        return (ka is not None and ka is other.kernel_object) or self.code == other.code
+
+    def same_identity(self, other: LaunchRecord) -> bool:
+        """``self.identity() == other.identity()``, the cheap case first."""
+        return self.kind == other.kind and self.adjoint == other.adjoint and self.same_code(other)
 
     # -- where ----------------------------------------------------------------------------
 
