@@ -225,12 +225,13 @@ class OwnersProbe:
         }
         singles = [leaf for leaf in leaves if leaf[:-1] not in grouped or leaf in parents.values()]
         namespace: dict[str, Any] = {"_variable": variable, "_nth": nth}
-        conditions = []
+        conditions: list[str] = []
         for leaf in singles:
             if leaf in handles:  # the same kind of structure, handing kernels the same id
-                namespace[f"structure{len(conditions)}"] = handles[leaf]
-                parent = names[parents[leaf]]  # type: ignore[index]
-                conditions.append(f"type({parent}) is structure{len(conditions)} and {names[leaf]} == {found[leaf]}")
+                kind = f"structure{len(conditions)}"  # a name for the handle's type in the generated code
+                namespace[kind] = handles[leaf]
+                holder = names[parents[leaf]]  # type: ignore[index]
+                conditions.append(f"type({holder}) is {kind} and {names[leaf]} == {found[leaf]}")
         objects = [leaf for leaf in singles if leaf not in handles]
         if len(objects) >= _MANY and _TUPLE_ITEMS:
             # Many arrays at their own places (a simulator's state as attributes): the tuple

@@ -469,7 +469,7 @@ _JOINS: tuple[Callable[[str, Any], str], ...] = (
     lambda parent, key: f"{parent}.keys()[{key}]",
     lambda parent, key: f"{parent}.values()[{key}]",
 )
-_PLAIN_LEAF_TYPES = frozenset({str, bytes, int, float, bool, complex, type(None)})
+_PLAIN_LEAF_TYPES: frozenset[type] = frozenset({str, bytes, int, float, bool, complex, type(None)})
 # Types whose objects are never pushed onto the walk's stack: the plain values, and every
 # type the walk met as a leaf (an IntEnum's members: Newton's models hold hundreds).
 _LEAF_TYPES: set[type] = set(_PLAIN_LEAF_TYPES)

@@ -413,9 +413,10 @@ def _swaps(group: list[Difference], buffers: BufferSet | None) -> dict[str, Any]
     if buffers is None:
         return {}
     pairs = [_swapped(d, buffers) for d in group if d.is_array]
-    if not pairs or any(p is None for p in pairs):
+    swapped = [p for p in pairs if p is not None]
+    if not swapped or len(swapped) != len(pairs):
         return {}
-    return {"swapped buffers": [list(p) for p in dict.fromkeys((a.label, b.label) for a, b in pairs)]}  # type: ignore[union-attr]
+    return {"swapped buffers": [list(p) for p in dict.fromkeys((a.label, b.label) for a, b in swapped)]}
 
 
 def _per_argument(group: list[Difference]) -> dict[str, Any]:

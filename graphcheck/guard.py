@@ -525,10 +525,12 @@ class GraphGuard:
         makes and keeps each call (``self.scratch = wp.clone(x)``) is, on the owner, the
         one the graph's replays write. Costs two more steps of the producer, said in a note.
         """
+        reference = self.reference
+        assert reference is not None  # _retry() asks for one
         try:
             _warp.replay_once(self.graph, self.options.stream)
             with LaunchTrace(eager=True) as again:
-                self.reference()
+                reference()
             self.eager_calls += 2  # the replay of the first capture was a step too
             retry.after = _contents(retry.arrays, retry.pairs) if retry.pairs else None
             graph, trace, error = self._capture_block()

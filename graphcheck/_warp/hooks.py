@@ -320,9 +320,10 @@ def _plan_patches(recorder: Recorder) -> list[_Patch]:
             original = getattr(core, name)
             attr(name, core, name, _make_native_hook(name, original, match["where"] == "device"))
     # Structures made while recording: allocations of their ids (and a host texture's texels).
-    for cls in structure_classes():
-        if "__init__" in vars(cls):
-            attr(f"{cls.__name__}.__init__", cls, "__init__", _make_structure_hook(vars(cls)["__init__"]))
+    for structure in structure_classes():
+        if "__init__" in vars(structure):
+            init = vars(structure)["__init__"]
+            attr(f"{structure.__name__}.__init__", structure, "__init__", _make_structure_hook(init))
     # CPU graphs replayed (wp.capture_launch): one replayed inside a CPU capture is not recorded.
     for name in _CPU_GRAPH_REPLAYS:
         original = getattr(core, name, None)

@@ -364,7 +364,9 @@ def host_contents(arr: Any) -> bytes | None:
     larger arrays get a checksum, not a cryptographic digest: the question is only whether
     the call wrote other bytes there than the reference call did, and CRC-32 answers it
     about five times faster than blake2b (a missed change is a 1-in-4-billion chance)."""
-    if not isinstance(arr, _types.array) or not arr.device.is_cpu or not arr.is_contiguous or not arr.ptr:
+    if not isinstance(arr, _types.array) or arr.device is None or not arr.device.is_cpu:
+        return None
+    if not arr.is_contiguous or not arr.ptr:
         return None
     nbytes = int(arr.size) * _types.type_size_in_bytes(arr.dtype)
     view = (ctypes.c_char * nbytes).from_address(int(arr.ptr))
@@ -579,7 +581,7 @@ def kernel_code(kernel: Any) -> str | None:
     return content.hex()[:8] if isinstance(content, bytes) else None
 
 
-def baked_by_value(value: Any) -> tuple[str, list[Any]] | None:
+def baked_by_value(value: Any) -> tuple[str, Any] | None:
     """Where a graph takes bytes from ``value`` by value: ``("struct", [its ctypes struct])``
     for a ``@wp.struct`` instance (the struct Warp keeps and updates in place on every field
     set, nested structs included), ``("launch", <its params>)`` for a ``wp.Launch`` command
