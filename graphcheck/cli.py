@@ -198,7 +198,8 @@ def _parser() -> argparse.ArgumentParser:
         "--reference-call",
         action="store_true",
         help="run each capture block made of plain calls once eagerly first, as the reference call to "
-        "compare with (the program advances one extra step per capture)",
+        "compare with (the program advances one extra step per capture, three where first-call work needs a "
+        "retry)",
     )
     warmup(run, "each capture block (implies --reference-call)")
     run.add_argument("script", help="the program to run")
@@ -662,7 +663,8 @@ def _run(args: argparse.Namespace, settings: Any) -> int:
     elif args.reference_call:
         print(
             "graphcheck: --reference-call: each capture block runs once eagerly before it is captured, so the "
-            "program advances one extra step per capture",
+            "program advances one extra step per capture (three where first-call work needs a retry: "
+            "graphcheck explain launch-sequence-drift)",
             file=sys.stderr,
         )
     saved_argv, saved_path = sys.argv, list(sys.path)
