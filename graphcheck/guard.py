@@ -393,31 +393,51 @@ class GraphGuard:
             raise
 
     def _start_capture(self) -> GraphGuard:
-        self._capture = _warp.scoped_capture(self.device, **self.options.scoped_capture())
-        _guards.opening += 1
-        try:
-            self._capture.__enter__()
-        finally:
-            _guards.opening -= 1
+        self._capture = self._begin_capture()
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> bool:
-        __tracebackhide__ = True  # pytest shows the user's frame, not graphcheck's
-        capture, trace = self._capture, self._trace
-        capture_error: BaseException | None = None
+    def _begin_capture(self) -> Any:
+        """A real ``wp.ScopedCapture``, begun as this guard's own (a front end that patched
+        ``wp.capture_begin`` leaves it alone)."""
+        capture = _warp.scoped_capture(self.device, **self.options.scoped_capture())
         _guards.opening += 1
         try:
-            capture.__exit__(exc_type, exc, tb)
-        except Exception as error:  # ending the capture failed: the capture was invalid
-            capture_error = error
+            capture.__enter__()
+        finally:
+            _guards.opening -= 1
+        return capture
+
+    def _end_capture(
+        self,
+        capture: Any | None,
+        trace: LaunchTrace | None,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> Exception | None:
+        """End ``capture`` (as this guard's own; None: beginning it failed) and ``trace``; the
+        error ending the capture raised (the capture was invalid), else None. No capture is
+        left open either way."""
+        _guards.opening += 1
+        try:
+            if capture is not None:
+                capture.__exit__(exc_type, exc, tb)
+        except Exception as error:
+            return error
         finally:
             _guards.opening -= 1
             if trace is not None:
                 trace.__exit__(None, None, None)
             if _warp.capture_in_progress(self.device):
                 _warp.abort_capture(self.device)
+        return None
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool:
+        __tracebackhide__ = True  # pytest shows the user's frame, not graphcheck's
+        capture, trace = self._capture, self._trace
+        capture_error: BaseException | None = self._end_capture(capture, trace, exc_type, exc, tb)
         self.graph = capture.graph if capture_error is None else None
         if exc is not None:
             if not (self.enabled and checks.is_capture_error(exc)):
@@ -553,29 +573,19 @@ class GraphGuard:
         assert block is not None
         trace = trace_launches(include_warp=True)
         trace.__enter__()
+        try:
+            capture = self._begin_capture()
+        except BaseException:
+            self._end_capture(None, trace, None, None, None)
+            raise
         error: BaseException | None = None
         try:
-            capture = _warp.scoped_capture(self.device, **self.options.scoped_capture())
-            _guards.opening += 1
-            try:
-                capture.__enter__()
-            finally:
-                _guards.opening -= 1
-            try:
-                block()
-            except BaseException as exc:
-                error = exc
-            _guards.opening += 1
-            try:
-                capture.__exit__(type(error) if error else None, error, error.__traceback__ if error else None)
-            except Exception as exc:  # ending the capture failed: the capture was invalid
-                error = error or exc
-            finally:
-                _guards.opening -= 1
-        finally:
-            trace.__exit__(None, None, None)
-            if _warp.capture_in_progress(self.device):
-                _warp.abort_capture(self.device)
+            block()
+        except BaseException as exc:
+            error = exc
+        ended = self._end_capture(capture, trace, type(error) if error else None, error,
+                                  error.__traceback__ if error else None)  # fmt: skip
+        error = error or ended
         if error is not None and not checks.is_capture_error(error):
             raise error
         return (capture.graph if error is None else None), trace, error
