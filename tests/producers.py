@@ -1004,26 +1004,6 @@ class DefaultRebound(DefaultBound):
         self.update.__kwdefaults__ = {"x": wp.clone(self.update.__kwdefaults__["x"])}
 
 
-class StructFieldSetAfterCapture(Producer):
-    """A field of a struct the producer holds and passes is set after the capture: the graph
-    keeps the value it baked (safe twin: ConstantStruct)."""
-
-    expected_replay = "scalar-drift"
-
-    def __init__(self, device):
-        super().__init__(device)
-        self.params = K.Params()
-        self.params.scratch = wp.zeros(N, dtype=float, device=device)
-        self.params.dt = 0.01
-        self.params.gravity = wp.vec3(0.0, -9.8, 0.0)
-
-    def step(self):
-        self.launch(K.with_struct, [self.x, self.params])
-
-    def after_capture(self):
-        self.params.dt = 0.02
-
-
 class CommandRebound(Producer):
     """A recorded wp.Launch command is given another parameter after the capture: the graph
     replays the parameter it baked (safe twin: RecordedCommand)."""
@@ -1239,6 +1219,16 @@ class ConstantStruct(Producer):
 
     def step(self):
         self.launch(K.with_struct, [self.x, self.params])
+
+
+class StructFieldSetAfterCapture(ConstantStruct):
+    """A field of a struct the producer holds and passes is set after the capture: the graph
+    keeps the value it baked (safe twin: ConstantStruct)."""
+
+    expected_replay = "scalar-drift"
+
+    def after_capture(self):
+        self.params.dt = 0.02
 
 
 class ConditionalLoop(Producer):
