@@ -13,6 +13,7 @@ import pytest
 import warp as wp
 
 import graphcheck as gc
+from benchmarks.bench_clients import CARTPOLE  # the model the clients benchmark times too
 
 from .twins import Twins, arguments, assert_caught, assert_no_finding, bytes_of, replay_against_twin
 
@@ -20,23 +21,6 @@ pytest.importorskip("mujoco_warp", reason="needs mujoco_warp: nox -s clients ins
 import mujoco
 import mujoco_warp as mjw
 from mujoco_warp._src.cli import _ctrl_noise
-
-CARTPOLE = """
-<mujoco model="cartpole">
-  <option timestep="0.01"/>
-  <worldbody>
-    <body name="cart" pos="0 0 1">
-      <joint name="slider" type="slide" axis="1 0 0" range="-2 2" limited="true"/>
-      <geom type="box" size="0.2 0.1 0.05" mass="1"/>
-      <body name="pole">
-        <joint name="hinge" type="hinge" axis="0 1 0" damping="0.01"/>
-        <geom type="capsule" fromto="0 0 0 0 0 0.6" size="0.03" mass="0.1"/>
-      </body>
-    </body>
-  </worldbody>
-  <actuator><motor joint="slider" gear="10" ctrlrange="-1 1" ctrllimited="true"/></actuator>
-</mujoco>
-"""
 
 
 class Sim:
