@@ -114,7 +114,6 @@ class _Retry:
     arrays: dict[str, Any]  # the owners' arrays by label, read again after the later calls
     before: dict[str, bytes] | None  # the pairs' bytes after the reference call
     after: dict[str, bytes] | None = None  # and after the later calls
-    keep_first: bool = False  # hand back the first capture: a user's block unlike reference=
 
 
 @dataclass(frozen=True)
@@ -487,8 +486,7 @@ class GraphGuard:
                                        device=self.device, validated_before=validated_before,
                                        site=self._site)  # fmt: skip
             if retry is not None:
-                self._settle(retry, trace, owned)
-                if retry.keep_first:  # the user's block, not reference=, is what the graph must hold
+                if self._settle(retry, trace, owned):  # the user's block, not reference=, is what the graph must hold
                     trace, match, self.graph = retry.trace, retry.match, retry.graph
                     user = trace.user_view()
             else:
@@ -590,12 +588,13 @@ class GraphGuard:
             raise error
         return (capture.graph if error is None else None), trace, error
 
-    def _settle(self, retry: _Retry, trace: LaunchTrace, owned: BufferSet | None) -> None:
+    def _settle(self, retry: _Retry, trace: LaunchTrace, owned: BufferSet | None) -> bool:
         """The new capture's verdict, with what the later calls showed: a drift only the
         first call made is gone (else it is real), and swapped buffers that held the same
         values after the reference call and again after the later calls, which changed
         them, carry no state. A guarded block that is not a call of the reference must also
-        issue what the reference's new capture issues."""
+        issue what the reference's new capture issues: returns whether it did not (the
+        block's own capture is then the graph to hand back)."""
         r, notes = self.report, list(self.report.notes)
         kept = [*r.findings, *r.suppressed]
         block: list[Finding] = []
@@ -610,7 +609,6 @@ class GraphGuard:
             f"extra steps; the graph returned is {returned})"
         )
         if block:
-            retry.keep_first = True
             notes.append(f"{steps}; the guarded block's own capture issued other operations than that new "
                          "capture of reference= (a guarded block must issue what reference= issues at every later "
                          "call)")  # fmt: skip
@@ -652,6 +650,7 @@ class GraphGuard:
                 )
         self.report = Report(kept, allow=self.options.allow, name=r.name, device=r.device, operations=r.operations,
                              checks=r.checks, skipped=r.skipped, notes=tuple(notes))  # fmt: skip
+        return bool(block)
 
     def _judge_reused(self, reused: _Validated, trace: LaunchTrace) -> None:
         """The verdict at a site validated before whose owners hold the same buffers: no
