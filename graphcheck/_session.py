@@ -125,15 +125,30 @@ def _via_name(code: CodeType) -> str:
 _plain = _warp.plain_value
 
 
+# (descriptor bytes, element type) -> the ArrayRef of a dense array: a step zeroes and copies
+# the same arrays again and again, and reading an array's extent, gradient and type name
+# costs several times more than the descriptor Warp keeps for its launches, which holds all
+# but the type. Bounded: cleared when it grows past _ARRAY_REFS_MAX.
+_array_refs: dict[tuple[bytes, Any], ArrayRef] = {}
+_ARRAY_REFS_MAX = 8192
+
+
 def _array_ref(arr: Any) -> ArrayRef:
     if not _warp.is_dense_array(arr):
         data = getattr(arr, "data", None)
         if not _warp.is_dense_array(data):
             return ArrayRef(0, 0, dtype=type(arr).__name__)
         arr = data
-    ptr, nbytes, shape, strides = _warp.array_extent(arr)
-    grad = _warp.array_grad(arr)
-    return ArrayRef(ptr, nbytes, shape, strides, int(getattr(grad, "ptr", 0) or 0), _warp.dtype_name(arr))
+    key = (_warp.array_descriptor(arr), arr.dtype)
+    ref = _array_refs.get(key)
+    if ref is None:
+        ptr, nbytes, shape, strides = _warp.array_extent(arr)
+        grad = _warp.array_grad(arr)
+        ref = ArrayRef(ptr, nbytes, shape, strides, int(getattr(grad, "ptr", 0) or 0), _warp.dtype_name(arr))
+        if len(_array_refs) >= _ARRAY_REFS_MAX:
+            _array_refs.clear()
+        _array_refs[key] = ref
+    return ref
 
 
 # id(code) -> code, for each user code object a launch came from (held here, so its id is

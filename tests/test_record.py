@@ -289,6 +289,27 @@ def test_zero_of_a_strided_view_is_one_operation(cpu):
     assert trace[0].dest.strides == (8,)
 
 
+def test_a_memset_names_the_array_as_it_is_each_time(cpu):
+    # What an operation records of an array is read once per descriptor (the same arrays are
+    # zeroed every step): a view, another dtype over the same memory and a gradient set in
+    # between are each told apart.
+    a = wp.zeros(16, dtype=float, device=cpu)
+    as_int = wp.array(ptr=a.ptr, shape=(16,), dtype=wp.int32, device=cpu)
+    with gc.trace_launches() as trace:
+        a.zero_()
+        a.zero_()
+        a[::2].zero_()
+        as_int.zero_()
+        a.grad = wp.zeros_like(a)
+        a.zero_()
+    whole, again, view, ints, with_grad = (record.dest for record in trace)
+    assert whole is again  # one descriptor, read once
+    assert (whole.ptr, whole.nbytes, whole.strides, whole.grad, whole.dtype) == (a.ptr, 64, (4,), 0, "float32")
+    assert (view.nbytes, view.shape, view.strides) == (60, (8,), (8,))
+    assert (ints.ptr, ints.dtype) == (a.ptr, "int32")
+    assert with_grad.grad == a.grad.ptr != 0
+
+
 def test_assign_and_the_gradient_copy_are_recorded(cpu):
     a = wp.zeros(4, dtype=float, device=cpu, requires_grad=True)
     b = wp.ones(4, dtype=float, device=cpu, requires_grad=True)

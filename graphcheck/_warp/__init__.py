@@ -57,6 +57,7 @@ from .layouts import array_family, kernel_layout, pack_params, struct_param_slic
 from .objects import (
     ALLOCATING_FUNCTIONS,
     USER_ALLOCATORS,
+    array_descriptor,
     array_extent,
     array_grad,
     array_label,
@@ -137,6 +138,7 @@ __all__ = [
     "Recorder",
     "UnsupportedWarpError",
     "abort_capture",
+    "array_descriptor",
     "array_extent",
     "array_family",
     "array_grad",

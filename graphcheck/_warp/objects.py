@@ -333,6 +333,13 @@ def array_grad(arr: Any) -> Any:
     return getattr(arr, "_grad", None) if isinstance(arr, _types.array) else None
 
 
+def array_descriptor(arr: Any) -> bytes:
+    """The bytes of the descriptor Warp hands a kernel for a dense array (its ``array_t``:
+    data and gradient pointers, shape, strides, flags), as Warp builds and caches it for the
+    array's launches (Warp builds it anew whenever the gradient changes)."""
+    return bytes(arr.__ctype__())
+
+
 def array_label(arr: Any) -> str:
     """A short description: ``float32[64, 3] on cpu``."""
     dtype = getattr(arr, "dtype", None)
