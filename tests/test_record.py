@@ -246,6 +246,30 @@ def test_a_generic_kernel_inside_a_capture_keeps_the_general_path(cpu):
     assert_replay_gives(capture.graph, a, lambda: a.fill_(2.0))
 
 
+def test_a_generic_kernel_inside_a_capture_is_the_overload_its_launch_resolved(cpu, monkeypatch):
+    # Inside a capture the recorder sees the kernel passed to wp.launch (generic); the
+    # overload that runs is read from that wp.launch call, which resolved it already, rather
+    # than resolved again from the arguments (as costly as Warp's own resolution). Here
+    # resolving again would fail: the record must still name the overload Warp launched.
+    from graphcheck._warp import objects
+    from tests.judgement_kernels import generic_scale
+
+    a = wp.full(8, 2.0, dtype=float, device=cpu)
+    wp.launch(generic_scale, dim=8, inputs=[a, 1.0], device=cpu)  # the overload exists: no rebuild in the capture
+    (launched,) = [k for k in generic_scale.overloads.values() if k.adj.arg_types["a"].dtype is wp.float32]
+
+    def not_again(kernel: object, arg_types: object) -> object:
+        raise AssertionError("the overload was resolved again from the arguments")
+
+    monkeypatch.setattr(objects, "_add_overload", not_again)
+    with gc.trace_launches() as captured, wp.ScopedCapture(device=cpu) as capture:
+        wp.launch(generic_scale, dim=8, inputs=[a, 1.5], device=cpu)
+    (record,) = captured
+    assert record.kernel_object is launched and record.args["s"] == 1.5
+    wp.capture_launch(capture.graph)
+    np.testing.assert_array_equal(a.numpy(), np.full(8, 3.0))  # as the eager launch gives
+
+
 def test_launches_with_the_same_parameter_block_share_one_split(cpu):
     a, b = arrays()
     with gc.trace_launches() as trace:

@@ -614,10 +614,43 @@ def resolve_overload(kernel: Any, inputs: Any, outputs: Any) -> Any:
     """The concrete overload a launch of a generic kernel ran (the kernel itself otherwise)."""
     if not getattr(kernel, "is_generic", False):
         return kernel
+    launched = _overload_launching(kernel)
+    if launched is not None:
+        return launched
     try:
         return _add_overload(kernel, kernel.infer_argument_types([*(inputs or ()), *(outputs or ())]))
     except Exception:  # Warp's own launch raised already or will raise; keep the generic one
         return kernel
+
+
+# Where wp.launch is compiled from (graphcheck's woven launch keeps Warp's file and name).
+_LAUNCH_FILE = _context.launch.__code__.co_filename
+# How many frames up from here a wp.launch running now may be: graphcheck's own hook and
+# session methods stand between it and resolve_overload.
+_LAUNCH_FRAME_DEPTH = 8
+
+
+def _overload_launching(generic: Any) -> Any:
+    """The overload of ``generic`` that the ``wp.launch`` call running now launches, or None.
+
+    ``wp.launch`` binds its ``kernel`` to the overload it resolved from the arguments before
+    it launches: reading it there (one read of that call's locals, a few microseconds) spares
+    resolving it again, which costs what Warp's own resolution costs (hundreds of
+    microseconds for a kernel of many arguments, on every recorded launch of it).
+    """
+    frame = sys._getframe(2)
+    for _ in range(_LAUNCH_FRAME_DEPTH):
+        if frame is None:
+            return None
+        code = frame.f_code
+        if code.co_filename == _LAUNCH_FILE and getattr(code, "co_qualname", code.co_name) == "launch":
+            candidate = frame.f_locals.get("kernel")
+            overloads = getattr(generic, "overloads", None)
+            if isinstance(overloads, dict) and any(candidate is overload for overload in overloads.values()):
+                return candidate
+            return None  # not resolved yet, or another kernel's launch: infer it
+        frame = frame.f_back
+    return None
 
 
 def device_of_stream(handle: int | None) -> str | None:
