@@ -7,6 +7,8 @@
   indistinguishable from bare);
 - long_trace: the same, while the records of a trace growing to 50k and 1M launches are
   kept: the cost per launch must stay flat in the trace's length;
+- recording_floor: the headline's launch recorded by graphcheck and by the least any
+  recorder in Python woven at the same place could do (no bar: where +5% stands);
 - params: the same headline for kernels of 4 and of 18 parameters (a real solver's
   kernels pass about 18: Newton's XPBD), arrays, scalars, vectors and a struct;
 - host_copy: a ``wp.copy`` from host memory (a numpy-backed CPU array) of 1 KiB, 64 KiB
@@ -27,6 +29,7 @@ import random
 import statistics
 import time
 import tracemalloc
+import types
 from typing import Any
 
 import warp as wp
@@ -138,6 +141,64 @@ def bench_recording(rounds: int = 40, calls: int = 2000) -> dict[str, Any]:
         "idle_added_us": round(figures["idle"][2], 2),
         "idle_ratio": round(figures["idle"][1], 3),
         "trace_enter_exit_us": round(enter_exit_us, 1),
+    }
+
+
+# The least a recorder woven at wp.launch's call of Warp's CPU invoke can do and still keep
+# what a record must hold: the session (one ContextVar read), the kernel's block (one
+# lookup), the caller (one frame), the parameter block (one join) and the record (one tuple
+# handed to the trace). No thread test, no pending call for the other launch paths, no
+# check that the caller is user code or that the block has the kernel's size: not a
+# recorder graphcheck could ship, only the floor of any recorder made in Python there.
+_FLOOR_SITE = """
+if _graphcheck_session is not None and (_graphcheck_block := _graphcheck_forward_blocks.get(kernel)) is not None:
+    _graphcheck_caller = _graphcheck_getframe(1)
+    _graphcheck_session.deliver((_graphcheck_block[0], False, _graphcheck_join(params), max_blocks,
+                                 _graphcheck_caller.f_code, _graphcheck_caller.f_lasti,
+                                 _graphcheck_latest_allocation[0]))
+    _graphcheck_invoke_unwoven(kernel, hooks, params, adjoint)
+else:
+    invoke(kernel, hooks, params, adjoint)
+"""
+
+
+def bench_recording_floor(rounds: int = 40, calls: int = 2000) -> dict[str, Any]:
+    """The headline's launch recorded by graphcheck and by the least a Python recorder at
+    the same place can do (``_FLOOR_SITE``), each against bare Warp in interleaved rounds:
+    how far the headline's +5% aim is from what any recorder in Python could reach here."""
+    from graphcheck._warp import hooks
+
+    bare = _launches(calls)
+    kept: list[gc.LaunchTrace] = []
+    with gc.trace_launches():  # the hooks in, to find Warp's own launch and graphcheck's woven one
+        (patch,) = [p for p in hooks.HOOKS._patches or () if p.label == "wp.launch"]
+    launch, woven = patch.owner, patch.replacement
+    original = types.FunctionType(patch.original, launch.__globals__, launch.__name__, launch.__defaults__)
+    original.__kwdefaults__ = launch.__kwdefaults__
+    floor = hooks._weave(original, "_graphcheck_session = _graphcheck_active.get()\n", "", "pass",
+                         (hooks._LAUNCH_INVOKE_CALL, _FLOOR_SITE))  # fmt: skip
+
+    def recorded_by(code: types.CodeType) -> Any:
+        def run() -> None:
+            with gc.trace_launches() as trace:
+                launch.__code__ = code
+                try:
+                    bare()
+                finally:
+                    launch.__code__ = woven
+            assert len(trace) == calls  # both record every launch (counted, not read back)
+            kept.append(trace)
+
+        return run
+
+    figures = paired({"bare": bare, "recorded": recorded_by(woven), "floor": recorded_by(floor)}, rounds=rounds,
+                     calls=calls, between=kept.clear)  # fmt: skip
+    return {
+        "bare_us": round(figures["bare"][0], 2),
+        "recording_added_us": round(figures["recorded"][2], 2),
+        "recording_ratio": round(figures["recorded"][1], 3),
+        "floor_added_us": round(figures["floor"][2], 2),
+        "floor_ratio": round(figures["floor"][1], 3),
     }
 
 
