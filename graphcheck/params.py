@@ -345,6 +345,26 @@ def _walk(spec: ParamSpec, raw: bytes, prefix: str) -> Iterator[tuple[str, Any]]
         yield name, Opaque(raw, str(spec.dtype or "?"))
 
 
+# (id of a parameter's spec, its bytes) -> (the spec, its (name, value) pairs). A step hands
+# the same scalars, vectors and structs to many launches (a time step, gravity, a model's
+# struct), in its reference call and its capture alike, and reading a float32 back as the
+# user wrote it tries up to nine formats: each parameter is read once. The entry holds the
+# spec, so its id is not reused while the entry lives. Bounded like _array_refs.
+_params_read: dict[tuple[int, bytes], tuple[ParamSpec, tuple[tuple[str, Any], ...]]] = {}
+
+
+def _read_param(spec: ParamSpec, raw: bytes) -> tuple[tuple[str, Any], ...]:
+    key = (id(spec), raw)
+    entry = _params_read.get(key)
+    if entry is not None and entry[0] is spec:
+        return entry[1]
+    items = tuple(_walk(spec, raw, ""))  # immutable values (numbers, tuples, ArrayRef, Opaque): shared safely
+    if len(_params_read) >= _ARRAY_REFS_MAX:
+        _params_read.clear()
+    _params_read[key] = (spec, items)
+    return items
+
+
 def decode(layout: Sequence[ParamSpec], params: Sequence[bytes]) -> dict[str, Any]:
     """Every argument of a parameter block by name, struct fields flattened.
 
@@ -369,11 +389,17 @@ def decode(layout: Sequence[ParamSpec], params: Sequence[bytes]) -> dict[str, An
             if spec.kind is ParamKind.ARRAY:  # most parameters of a solver's kernels: read without _walk
                 out[spec.name] = _array_ref(spec, raw)
             else:
-                for name, value in _walk(spec, raw, ""):
+                for name, value in _read_param(spec, raw):
                     out[name] = value
         else:
             out[f"param{i}"] = Opaque(raw, "hidden parameter")
     return out
+
+
+# (bounds type, its bytes) -> the launch dimensions. A step launches with a few sizes
+# only, and the comparison asks the dims of every pair of launches it compares: each is
+# read with ctypes once. Bounded like _array_refs.
+_launch_dims: dict[tuple[Any, bytes], tuple[int, ...]] = {}
 
 
 def launch_dim(spec: ParamSpec, raw: bytes) -> tuple[int, ...]:
@@ -382,10 +408,16 @@ def launch_dim(spec: ParamSpec, raw: bytes) -> tuple[int, ...]:
     Extents beyond the kernel's dimensionality, which Warp folds into ``coord_mult``,
     come back as one trailing extent.
     """
-    value = spec.ctype.from_buffer_copy(raw)
-    dims = tuple(int(s) for s in value.shape)
-    if int(value.coord_mult) > 1:
-        dims += (int(value.coord_mult),)
+    key = (spec.ctype, raw)
+    dims = _launch_dims.get(key)
+    if dims is None:
+        value = spec.ctype.from_buffer_copy(raw)
+        dims = tuple(int(s) for s in value.shape)
+        if int(value.coord_mult) > 1:
+            dims += (int(value.coord_mult),)
+        if len(_launch_dims) >= _ARRAY_REFS_MAX:
+            _launch_dims.clear()
+        _launch_dims[key] = dims
     return dims
 
 
