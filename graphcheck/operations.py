@@ -580,14 +580,27 @@ def decoded(layout: tuple[ParamSpec, ...], params: tuple[bytes, ...]) -> dict[st
 _addresses_cache: dict[int, tuple[Mapping[str, Any], tuple[Address, ...]]] = {}
 
 
+# (id of an ArrayRef, the argument's name) -> (the ArrayRef, its addresses). Decoded arrays
+# are shared (one ArrayRef per descriptor), and a step hands the same array under the same
+# name to many kernels: its ranges are made once. The entry holds the ArrayRef, so its id
+# is not reused while the entry lives. Bounded like `_decoded_args`.
+_array_addresses: dict[tuple[int, str], tuple[ArrayRef, tuple[Address, ...]]] = {}
+
+
 def _addresses_of(args: Mapping[str, Any]) -> tuple[Address, ...]:
     entry = _addresses_cache.get(id(args))
     if entry is not None and entry[0] is args:
         return entry[1]
     found: list[Address] = []
+    known = _array_addresses
     for name, value in args.items():
         if isinstance(value, ArrayRef):
-            found += value.addresses(name)
+            held = known.get((id(value), name))
+            if held is None or held[0] is not value:
+                if len(known) >= _DECODED_MAX:
+                    known.clear()
+                held = known[(id(value), name)] = (value, value.addresses(name))
+            found += held[1]
     addresses = tuple(found)
     if len(_addresses_cache) >= _DECODED_MAX:
         _addresses_cache.clear()
