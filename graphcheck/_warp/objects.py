@@ -315,6 +315,9 @@ def array_span(arr: Any) -> tuple[int, int] | None:
 
 def array_parts(arr: Any) -> list[tuple[str, Any]]:
     """The arrays an array holds on to: its gradient, an indexed array's base and indices."""
+    if type(arr) is _types.array:  # a dense array has no base or indices: a simulator's state holds hundreds
+        grad = getattr(arr, "_grad", None)
+        return [("grad", grad)] if grad is not None else []
     parts = []
     grad = getattr(arr, "_grad", None)
     if grad is not None:
