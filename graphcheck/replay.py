@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _warp
 from .operations import Baked, BakedValue, LaunchRecord
-from .params import ParamKind
+from .params import ParamKind, ParamSpec
 
 if TYPE_CHECKING:
     from .buffers import BufferSet
@@ -103,9 +103,27 @@ def baked_values(user: LaunchTrace, holders: list[tuple[str, Any]]) -> list[Bake
             if len(labels) == 1:
                 out.append(BakedValue(labels[0], "launch", params, index, record, 0))
         if structs:
-            for position, spec in enumerate(record.layout[: len(params)]):
-                if spec.kind is ParamKind.STRUCT:
-                    labels = structs.get((spec.ctype, params[position]), ())
+            layout = record.layout
+            for position in _struct_positions(layout):
+                if position < len(params):
+                    labels = structs.get((layout[position].ctype, params[position]), ())
                     if len(labels) == 1:
                         out.append(BakedValue(labels[0], "struct", (params[position],), index, record, position))
     return out
+
+
+# id of a layout -> (the layout, the positions of its struct parameters). A step launches a
+# few kernels thousands of times (Newton's VBD cloth: 3130 operations), most of them with no
+# struct parameter: each layout is looked through once. The entry holds the layout, so its
+# id is not reused while the entry lives; bounded (layouts of kernels made on the fly).
+_structs_of_layout: dict[int, tuple[tuple[ParamSpec, ...], tuple[int, ...]]] = {}
+
+
+def _struct_positions(layout: tuple[ParamSpec, ...]) -> tuple[int, ...]:
+    entry = _structs_of_layout.get(id(layout))
+    if entry is None or entry[0] is not layout:
+        if len(_structs_of_layout) >= 4096:
+            _structs_of_layout.clear()
+        positions = tuple(i for i, spec in enumerate(layout) if spec.kind is ParamKind.STRUCT)
+        entry = _structs_of_layout[id(layout)] = (layout, positions)
+    return entry[1]
