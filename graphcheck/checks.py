@@ -867,7 +867,7 @@ def undecoded(captured: LaunchTrace) -> list[str]:
                 continue
             layouts.add(id(layout))
             extra = len(record.param_bytes) - len(layout)
-            found = [(f"{prefix}{spec.name}", str(spec.dtype or "?")) for prefix, spec in _opaque(layout)]
+            found = [*_opaque_in(layout)]
             found += [(f"param{len(layout) + i}", "hidden parameter") for i in range(max(extra, 0))]
         else:
             found = [(name, value.type_name) for name, value in record.args.items() if isinstance(value, Opaque)]
@@ -878,6 +878,23 @@ def undecoded(captured: LaunchTrace) -> list[str]:
         "bytes, and no address inside it is checked"
         for (kernel, name), type_name in seen.items()
     ]
+
+
+# id of a layout -> (the layout, (name, type name) of each argument in it graphcheck cannot
+# decode). Every capture reads the layout of each kernel it launched (MuJoCo Warp's step:
+# about 60, of up to 40 parameters), almost never finding one: each layout is read once.
+# The entry holds the layout, so its id is not reused while the entry lives.
+_opaque_of_layout: dict[int, tuple[tuple[ParamSpec, ...], tuple[tuple[str, str], ...]]] = {}
+
+
+def _opaque_in(layout: tuple[ParamSpec, ...]) -> tuple[tuple[str, str], ...]:
+    entry = _opaque_of_layout.get(id(layout))
+    if entry is None or entry[0] is not layout:
+        if len(_opaque_of_layout) >= 4096:
+            _opaque_of_layout.clear()  # layouts of kernels made on the fly are not kept alive
+        found = tuple((f"{prefix}{spec.name}", str(spec.dtype or "?")) for prefix, spec in _opaque(layout))
+        entry = _opaque_of_layout[id(layout)] = (layout, found)
+    return entry[1]
 
 
 def _opaque(specs: Iterable[ParamSpec], prefix: str = "") -> Iterator[tuple[str, ParamSpec]]:
