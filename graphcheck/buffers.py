@@ -130,6 +130,13 @@ class BufferSet:
     # -- index ----------------------------------------------------------------------------
 
     def _build(self) -> None:
+        ordered = sorted(self._buffers)
+        if all(b.start < b.end for b in ordered) and all(a.end <= b.start for a, b in itertools.pairwise(ordered)):
+            # No two ranges share a byte (a simulator's arrays, as a rule): each range is its
+            # own segment, which is what the sweep below finds, in about half its time.
+            self._starts, self._ends, self._owners = [b.start for b in ordered], [b.end for b in ordered], ordered
+            self._dirty = False
+            return
         # Sweep the range boundaries in address order, keeping the ranges open at each
         # point in a heap keyed by size (then insertion order): each elementary segment
         # between two boundaries belongs to the smallest open range. Ranges that end are

@@ -56,6 +56,23 @@ def test_locate_agrees_with_a_brute_force_search(seed):
         assert buffers.locate(ptr) == brute_force(ranges, ptr), ptr
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_locate_agrees_with_a_brute_force_search_over_ranges_that_share_no_byte(seed):
+    # A simulator's arrays share no byte, as a rule: the index is built a shorter way then.
+    rng = random.Random(seed)
+    ranges, end = [], 0
+    for i in range(300):
+        start = end + rng.choice((0, 0, rng.randrange(1, 50)))  # next to the last range, or after a gap
+        end = start + rng.randrange(1, 60)
+        ranges.append((start, end, f"b{i}"))
+    rng.shuffle(ranges)
+    buffers = gc.BufferSet()
+    for start, stop, label in ranges:
+        buffers.add_range(start, stop, label)
+    for ptr in range(0, end + 2):
+        assert buffers.locate(ptr) == brute_force(ranges, ptr), ptr
+
+
 def test_adding_after_a_lookup_rebuilds_the_index():
     buffers = gc.BufferSet().add_range(0, 10, "a")
     assert buffers.locate(20) is None
