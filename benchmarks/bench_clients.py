@@ -156,3 +156,29 @@ def bench_clients(rounds: int = 7, names: tuple[str, ...] = ()) -> dict[str, Any
         out[f"{name}_recording_ratio"] = round(figures["recorded"][1], 2)
         out[f"{name}_ratio"] = round(ours[1], 2)
     return out
+
+
+def bench_replay_clients(
+    rounds: int = 150, calls: int = 20, names: tuple[str, ...] = ("mujoco_cartpole", "mujoco_humanoid")
+) -> dict[str, Any]:
+    """What ``replay_check="always"`` (the default) adds to every launch of a real client's
+    captured step whose owners changed nothing, against a bare ``wp.capture_launch`` of the
+    same graph (as :func:`benchmarks.bench_guard.bench_replay`): MuJoCo Warp's ``Data`` and
+    ``Model`` hold hundreds of arrays as attributes, each baked address's array checked before
+    every launch."""
+    from .bench_guard import replay_figures
+
+    clients = {name: make for name, make in _clients().items() if name in names}
+    if not clients:
+        return {"skipped": "mujoco-warp is not installed (nox -s bench-clients installs it)"}
+    out: dict[str, Any] = {}
+    for name, make in clients.items():
+        owner, step = make()
+        step()  # compile and load, and any first-call setup
+        checked = gc.capture(step, device=DEVICE, owners=(owner,), replay_check="always")
+        bare_us, added_us, ratio = replay_figures(checked, rounds, calls)
+        out[f"{name}_baked_addresses"] = len(checked.baked)
+        out[f"{name}_bare_us"] = round(bare_us, 1)
+        out[f"{name}_added_us"] = round(added_us, 2)
+        out[f"{name}_ratio"] = round(ratio, 3)
+    return out

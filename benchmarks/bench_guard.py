@@ -50,6 +50,24 @@ class _Producer:
             wp.launch(_axpy, dim=self.size, inputs=[x, y, 0.5, 1], device=self.device)
 
 
+class _Attributes:
+    """A step of ``buffers`` launches over ``buffers`` arrays held as attributes of one object,
+    beside a few numbers (as MuJoCo Warp's ``Data`` holds 161 arrays and 8 ints)."""
+
+    def __init__(self, device: str, buffers: int, size: int = 16) -> None:
+        self.device = device
+        self.size = size
+        self.count = buffers
+        self.nworld, self.nconmax = 1, 64
+        for i in range(buffers):
+            setattr(self, f"a{i}", wp.zeros(size, dtype=float, device=device))
+
+    def step(self) -> None:
+        for i in range(self.count):
+            x, y = getattr(self, f"a{i}"), getattr(self, f"a{(i + 1) % self.count}")
+            wp.launch(_axpy, dim=self.size, inputs=[x, y, 0.5, 1], device=self.device)
+
+
 def bench_capture(device: str = "cpu", launches: int = 200, rounds: int = 15) -> dict[str, Any]:
     """``gc.capture`` of a ``launches``-launch step against what it inherently repeats (one
     eager call plus a bare capture, bar: at most 1.2x: the median of the ratios of adjacent
@@ -141,37 +159,56 @@ def bench_replay(device: str = "cpu", rounds: int = 150, calls: int = 50, layout
     - light: a one-launch graph over one owned buffer (the headline);
     - owning_100, owning_500: the same graph while its owners hold 100 and 500 more buffers
       the graph does not use;
-    - baked_100, baked_500: a graph of as many launches, baking 100 and 500 owned buffers.
+    - baked_100, baked_500: a graph of as many launches, baking 100 and 500 owned buffers;
+    - attributes_200: a graph of 200 launches baking 200 arrays held as attributes of one
+      object (a simulator's state; ``python -m benchmarks.run replay_clients`` measures
+      MuJoCo Warp's).
 
     Each case is measured on ``layouts`` producers made one after another, ``rounds`` rounds
     each, and the median of their figures reported: how a CPU replay of hundreds of launches
     meets the caches depends on where its arrays and graph lie in memory, which moved a
     single producer's difference by a microsecond either way, even below zero.
     """
-    cases = {"light": (1, 1, 0), "owning_100": (1, 1, 100), "owning_500": (1, 1, 500)}
-    cases |= {"baked_100": (100, 100, 0), "baked_500": (500, 500, 0)}
-    out: dict[str, Any] = {}
-    for name, (launches, baked, idle) in cases.items():
-        kept, figures = [], []
-        for _ in range(layouts):
+
+    def producer(launches: int, baked: int, idle: int) -> Callable[[], Any]:
+        def make() -> _Producer:
             p = _Producer(device, launches, buffers=baked, size=16)
             p.idle = [wp.zeros(4, dtype=float, device=device) for _ in range(idle)]  # held, never launched
+            return p
+
+        return make
+
+    cases = {"light": producer(1, 1, 0), "owning_100": producer(1, 1, 100), "owning_500": producer(1, 1, 500)}
+    cases |= {"baked_100": producer(100, 100, 0), "baked_500": producer(500, 500, 0)}
+    cases["attributes_200"] = partial(_Attributes, device, 200)
+    out: dict[str, Any] = {}
+    for name, make in cases.items():
+        kept, figures = [], []
+        for _ in range(layouts):
+            p = make()
             checked = gc.capture(p.step, device=device, owners=(p,), replay_check="always")
-            checked.launch()  # the full check; later launches are the per-launch probe
             kept.append(checked)  # the next producer lies elsewhere
-            bare = partial(wp.capture_launch, checked.graph)
-            pair = paired(
-                {"bare": _each(bare, calls), "always": _each(checked.launch, calls)},
-                rounds=rounds,
-                calls=calls,
-                collector=True,
-            )
-            figures.append((pair["bare"][0], pair["always"][2], pair["always"][1]))
+            figures.append(replay_figures(checked, rounds, calls))
         bare_us, added_us, ratio = (statistics.median(column) for column in zip(*figures))
         out[f"{name}_bare_us"] = round(bare_us, 2)
         out[f"{name}_added_us"] = round(added_us, 2)
         out[f"{name}_ratio"] = round(ratio, 3)
     return out
+
+
+def replay_figures(checked: gc.CheckedGraph, rounds: int, calls: int) -> tuple[float, float, float]:
+    """``checked.launch()`` against a bare ``wp.capture_launch`` of its graph, after a first
+    launch (the full check; later launches are the per-launch probe): the bare replay's
+    microseconds, the microseconds added and the ratio (medians of adjacent rounds)."""
+    checked.launch()
+    bare = partial(wp.capture_launch, checked.graph)
+    pair = paired(
+        {"bare": _each(bare, calls), "always": _each(checked.launch, calls)},
+        rounds=rounds,
+        calls=calls,
+        collector=True,
+    )
+    return pair["bare"][0], pair["always"][2], pair["always"][1]
 
 
 def bench_graph(nodes: int = 10_000) -> dict[str, Any]:

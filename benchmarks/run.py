@@ -64,6 +64,8 @@ BENCHMARKS: dict[str, tuple[Callable[..., dict[str, Any]], dict[str, Any], list[
         {"rounds": 50, "layouts": 3},
         [("light_added_us", 0.5), ("baked_500_added_us", 3.0)],
     ),
+    # No bar: what the replay check adds on MuJoCo Warp's step (skipped without it).
+    "replay_clients": (bench_clients.bench_replay_clients, {"rounds": 50}, []),
     "replay_check": (
         bench_guard.bench_replay_check,
         {"launches": 200, "buffers": 500},

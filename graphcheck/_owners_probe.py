@@ -8,10 +8,12 @@ baked an address of, the path to its array from the owners (``owner.state.x``,
 again in one generated function and compares identities: the same arrays at the same
 places (none freed, none reassigned, none resized, since a resized array is a new array)
 means the full check would find the same buffers there. Each array is compared by its
-id, a constant in the generated code (many arrays at their own places, a simulator's
-state as attributes, as the item pointers of one tuple of them); a list or tuple holding
-many is compared as the bytes of its item pointers, read in place (one memcmp against
-the bytes expected, no copy; on other Pythons than CPython, a tuple of ids). A weak
+id, a constant in the generated code (many arrays at their own places as the item
+pointers of one tuple of them); many kept in one object's plain ``__dict__`` (a
+simulator's state as attributes: MuJoCo Warp's ``Data`` holds 161) by that dict's keys
+and values, read in place (CPython 3.11 and later); a list or tuple holding many is
+compared as the bytes of its item pointers, read in place (one memcmp against the bytes
+expected, no copy; on other Pythons than CPython, a tuple of ids). A weak
 reference to each array tells, at no cost per launch, when one is freed (its id could
 then be reused), so equal ids are the same live objects: the probe keeps none of them
 alive. A mesh, hash grid, BVH, volume or texture reaches kernels as its ``id``: the
@@ -32,6 +34,7 @@ import keyword
 import re
 import struct
 import sys
+import sysconfig
 import types
 import weakref
 from collections.abc import Callable, Iterable, Sequence
@@ -233,6 +236,34 @@ class OwnersProbe:
                 holder = names[parents[leaf]]  # type: ignore[index]
                 conditions.append(f"type({holder}) is {kind} and {names[leaf]} == {found[leaf]}")
         objects = [leaf for leaf in singles if leaf not in handles]
+        # Many arrays kept in one object's plain __dict__ (MuJoCo Warp's Data and Model: hundreds
+        # of arrays and numbers): that dict's table compared in place (see _dict_condition) rather
+        # than each array looked up by name; where anything in the dict changed, the arrays are
+        # looked up and compared as before. The arrays then need no name of their own.
+        by_keeper: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+        interior = set(parents.values())
+        for leaf in objects:
+            if len(leaf) > 1 and leaf[-1][0] == "attr" and leaf not in interior and leaf not in value_leaves:
+                by_keeper.setdefault(parents[leaf], []).append(leaf)  # type: ignore[arg-type]
+        notes: list[str] = []  # what the generated test's dict comparisons stand for
+        in_dicts: set[tuple[Any, ...]] = set()
+        keepers: list[tuple[Any, ...]] = []
+        for keeper, attributes in by_keeper.items():
+            if len(attributes) < _IN_DICT or keeper in bound:
+                continue
+            attribute_names = [leaf[-1][1] for leaf in attributes]
+            number = len(keepers)
+            condition = _dict_condition(names[keeper], found[keeper], attribute_names, number, namespace)
+            if condition is None:
+                continue
+            conditions.append(condition)
+            notes.append(
+                f"{names[keeper]} keeps {len(attributes)} of the arrays in its __dict__: dict{number}_* compare "
+                f"its table, keys and values in order, in place; else its arrays are compared one by one"
+            )
+            keepers.append(keeper)
+            in_dicts.update(attributes)
+        objects = [leaf for leaf in objects if leaf not in in_dicts]
         if len(objects) >= _MANY and _TUPLE_ITEMS:
             # Many arrays at their own places (a simulator's state as attributes): the tuple
             # of what is there now, compared by its item pointers (one read, one memcmp)
@@ -246,7 +277,9 @@ class OwnersProbe:
             conditions.append(_sequence_condition(names[parent], found[parent], number, namespace))
         for number, (label, baked) in enumerate(values):
             conditions.append(_value_condition(names[leaf_of[label]], found[leaf_of[label]], baked, number, namespace))
-        body = ["    " + line for line in assignments(with_parents([*singles, *grouped]))]
+        named = [leaf for leaf in singles if leaf not in in_dicts]
+        body = ["    " + line for line in assignments(with_parents([*named, *grouped, *keepers]))]
+        body += [f"        # {note}" for note in notes]
         same = " and ".join(conditions) or "True"
         used = sorted({prefix[0] for prefix in order})
         roots = "".join(f"root{index}=root{index}, " for index in used)
@@ -367,6 +400,109 @@ def _value_condition(name: str, holder: Any, baked: tuple[bytes, ...], number: i
     return condition + " and ".join(views) if len(parts) == len(baked) else "False"
 
 
+def _dict_condition(
+    name: str, holder: Any, attributes: Sequence[str], number: int, namespace: dict[str, Any]
+) -> str | None:
+    """The generated test that the object ``name`` (``holder`` now) still has the very arrays
+    ``holder`` has now as its ``attributes``; what it reads goes into ``namespace``. None where
+    reading them from its ``__dict__`` in place could differ from looking them up.
+
+    ``name.attribute`` is the value ``name``'s ``__dict__`` holds under that key when ``name``
+    is of ``holder``'s class, whose ``__getattribute__`` is object's and which defines no data
+    descriptor (property, slot) of that name. Then, once ``name``'s ``__dict__`` is the very
+    dict ``holder`` has, and that dict's table (see :func:`_dict_table`) holds the same keys and
+    values in the same order, every attribute is the same object: one comparison of bytes in
+    place per part of the table, no lookup per array. A change anywhere in the dict (a number
+    reassigned, an attribute added) fails that test, and the arrays are then looked up and
+    compared as one tuple of them, as without it: correct either way, the dict's test only
+    saves the lookups. (A class changed after the capture, a property added over an array's
+    name, is taken not to happen.)
+    """
+    kind = type(holder)
+    held = getattr(holder, "__dict__", None)
+    if type(held) is not dict or kind.__getattribute__ is not object.__getattribute__:
+        return None
+    for attribute in attributes:
+        if attribute not in held:
+            return None
+        for cls in kind.__mro__:
+            if attribute in vars(cls):
+                descriptor = type(vars(cls)[attribute])
+                if hasattr(descriptor, "__set__") or hasattr(descriptor, "__delete__"):
+                    return None  # a data descriptor: it answers, not the dict
+                break
+    table = _dict_table(held)
+    if table is None:
+        return None
+    namespace[f"dict{number}_type"] = kind
+    namespace[f"dict{number}_expected"] = struct.pack(f"{len(attributes)}P", *(id(held[a]) for a in attributes))
+    namespace["_pointers"] = _pointers
+    # Each part is read only once those before it matched, so that it reads live memory: the
+    # dict's own pointers, then (once the dict still points to it) the keys object's sizes,
+    # then (once it is as large as it was) its entries, then a split table's values (once the
+    # count of keys it has values for is the same). bytes.startswith reads a buffer in place:
+    # with equal lengths, one memcmp; a few bytes compare faster as two views of bytes ('B'),
+    # which compare byte by byte.
+    same = [f"type({name}) is dict{number}_type", f"id({name}.__dict__) == {id(held)}"]
+    for part, (view, expected) in zip(("table", "sizes", "entries", "values"), table):
+        if len(expected) <= _FEW_BYTES:
+            namespace[f"dict{number}_{part}"] = view.cast("B")
+            namespace[f"dict{number}_{part}_was"] = memoryview(expected)
+            same.append(f"dict{number}_{part} == dict{number}_{part}_was")
+        else:
+            namespace[f"dict{number}_{part}"] = view
+            namespace[f"dict{number}_same_{part}"] = expected.startswith
+            same.append(f"dict{number}_same_{part}(dict{number}_{part})")
+    one_by_one = ", ".join(f"{name}.{attribute}" for attribute in attributes)
+    return f"(({' and '.join(same)}) or _pointers(({one_by_one},)) == dict{number}_expected)"
+
+
+def _dict_table(held: dict[Any, Any]) -> list[tuple[memoryview, bytes]] | None:
+    """Views of what decides which value ``held`` gives for each key, each with the bytes it
+    holds now; None where ``held``'s table is not laid out as read here (see ``_DICT_KEYS``).
+
+    The parts, in the order they must be compared: the dict's keys and values pointers
+    (``ma_keys``; ``ma_values``, NULL for a combined table); the keys object's sizes
+    (``dk_log2_size``, ``dk_log2_index_bytes``, ``dk_kind``); its count of entries
+    (``dk_nentries``), index table and entries (a (key, value) pair of pointers each, all
+    keys str), which follow one another; for a split table (keys shared by a class's
+    instances, each entry's value NULL), its values, one pointer per entry, NULL for a key
+    this dict lacks. Neither ``dk_version``, which the interpreter's caches set, nor
+    ``dk_usable`` is read.
+    """
+    return _read_table(held, _DICT_KEYS, _SPLIT_VALUES) if _DICT_KEYS else None
+
+
+def _read_table(
+    held: dict[Any, Any], keys_offset: int, values_offset: int | None
+) -> list[tuple[memoryview, bytes]] | None:
+    table_at = id(held) + keys_offset
+    keys, values = struct.unpack("2P", ctypes.string_at(table_at, 2 * _POINTER))
+    if not keys or (values and values_offset is None):
+        return None
+    header = ctypes.string_at(keys, _KEYS_INDICES)
+    (count,) = struct.unpack_from("n", header, _KEYS_COUNT)
+    entries_at = keys + _KEYS_INDICES + (1 << header[_KEYS_SIZES + 1])
+    # The count, the index table and the entries lie one after the other: one part.
+    end = entries_at + 2 * _POINTER * count
+    parts = [(table_at, 2 * _POINTER), (keys + _KEYS_SIZES, 3), (keys + _KEYS_COUNT, end - keys - _KEYS_COUNT)]
+    if not values:
+        expected = struct.pack(f"{2 * len(held)}P", *(id(part) for item in held.items() for part in item))
+        if count != len(held) or ctypes.string_at(entries_at, len(expected)) != expected:
+            return None  # entries deleted, or keys that are not all str (a hash in each entry)
+    else:
+        entries = struct.unpack(f"{2 * count}P", ctypes.string_at(entries_at, 2 * _POINTER * count))
+        value_of = {id(key): id(value) for key, value in held.items()}
+        if any(entries[1::2]) or not value_of.keys() <= set(entries[::2]):
+            return None
+        expected = struct.pack(f"{count}P", *(value_of.get(key, 0) for key in entries[::2]))
+        values_at = values + (values_offset or 0)
+        if ctypes.string_at(values_at, len(expected)) != expected:
+            return None
+        parts.append((values_at, len(expected)))
+    return [(_view(at, size), ctypes.string_at(at, size)) for at, size in parts]
+
+
 def _pointers(sequence: Any) -> bytes:
     """The object pointers a copy of ``sequence`` into a tuple holds, as bytes (CPython: equal
     to their ids packed). The tuple is held while it is read."""
@@ -381,6 +517,10 @@ def _pointers(sequence: Any) -> bytes:
 _POINTER = struct.calcsize("P")
 # From how many arrays on their own a probe compares them as one tuple's item pointers.
 _MANY = 16
+# From how many arrays in one object's __dict__ a probe compares that dict's table instead.
+_IN_DICT = 8
+# Up to how many bytes a part of a dict's table is compared as a view of bytes (see _dict_condition).
+_FEW_BYTES = 64
 
 
 def _layout_offsets() -> tuple[int, int, int]:
@@ -405,3 +545,43 @@ def _layout_offsets() -> tuple[int, int, int]:
 
 
 _TUPLE_ITEMS, _LIST_ITEMS, _LIST_SIZE = _layout_offsets()
+
+# A dict's table, read in place (CPython 3.11 and later, with the GIL): a dict ends with its
+# ma_keys and ma_values pointers (_DICT_KEYS: where, 0 elsewhere); its keys object holds
+# dk_log2_size, dk_log2_index_bytes and dk_kind at _KEYS_SIZES, dk_nentries at _KEYS_COUNT,
+# then from _KEYS_INDICES its index table (1 << dk_log2_index_bytes bytes) and its entries;
+# a split table's values start _SPLIT_VALUES bytes after ma_values (3.13 puts 4 bytes of
+# sizes and flags first), None where that did not hold. Checked at import on live objects'
+# dicts, a combined and a split one, and again on each dict a probe reads.
+_KEYS_SIZES, _KEYS_COUNT, _KEYS_INDICES = 8, 24, 32
+
+
+class _Sample:
+    """An object of a few attributes: its ``__dict__`` is a split table (keys shared by the class)."""
+
+
+def _dict_layout() -> tuple[int, int | None]:
+    if (
+        sys.implementation.name != "cpython"
+        or sys.version_info < (3, 11)
+        or sysconfig.get_config_var("Py_GIL_DISABLED")
+        or dict.__basicsize__ < 6 * _POINTER
+        or not _TUPLE_ITEMS  # (where the dict changed, the arrays are compared as a tuple's pointers)
+    ):
+        return 0, None
+
+    def holds(table: list[tuple[memoryview, bytes]] | None) -> bool:
+        return table is not None and all(expected.startswith(view) for view, expected in table)
+
+    keys_offset = dict.__basicsize__ - 2 * _POINTER
+    combined = types.SimpleNamespace(**{f"a{i}": object() for i in range(40)})
+    if not holds(_read_table(vars(combined), keys_offset, None)):
+        return 0, None
+    split = _Sample()
+    for i in range(4):
+        setattr(split, f"a{i}", object())
+    values_offset = 0 if sys.version_info < (3, 13) else _POINTER
+    return keys_offset, values_offset if holds(_read_table(vars(split), keys_offset, values_offset)) else None
+
+
+_DICT_KEYS, _SPLIT_VALUES = _dict_layout()

@@ -6,11 +6,20 @@ import what they need from here, so that moving an internal changes this file, n
 test that uses it.
 """
 
-from graphcheck import _cuda, _session, _warp
+from graphcheck import _cuda, _owners_probe, _session, _warp
 from graphcheck._owners_probe import OwnersProbe, Unsupported
 from graphcheck._warp.hooks import (
     _make_cuda_launch_hook as cuda_launch_hook,
     _make_deterministic_hook as deterministic_hook,
 )
 
-__all__ = ["OwnersProbe", "Unsupported", "_cuda", "_session", "_warp", "cuda_launch_hook", "deterministic_hook"]
+__all__ = [
+    "OwnersProbe",
+    "Unsupported",
+    "_cuda",
+    "_owners_probe",
+    "_session",
+    "_warp",
+    "cuda_launch_hook",
+    "deterministic_hook",
+]

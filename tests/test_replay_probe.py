@@ -11,7 +11,7 @@ import warp as wp
 import graphcheck as gc
 from graphcheck import CheckedGraph
 from tests import kernels as K
-from tests.internals import OwnersProbe, Unsupported
+from tests.internals import OwnersProbe, Unsupported, _owners_probe
 
 N = 16
 
@@ -294,40 +294,157 @@ def test_every_launch_replays_whatever_is_checked_before_it(mode, monkeypatch):
 
 
 class ManyAttributes:
-    """Twenty arrays as attributes of their own (as a simulator's state holds them)."""
+    """Arrays as attributes of their own (as a simulator's state holds them: MuJoCo Warp's Data
+    holds 161 and a few numbers): twenty share their keys with the class's other instances (a
+    split table), forty or more make a dict of their own (a combined table)."""
 
-    def __init__(self):
-        for i in range(20):
+    def __init__(self, count=20):
+        self.count = count  # a number beside the arrays, as Data's
+        for i in range(count):
             setattr(self, f"a{i}", wp.full(N, float(i), dtype=float, device="cpu"))
 
     def step(self):
-        for i in range(19):
+        for i in range(self.count - 1):
             wp.launch(K.axpy, dim=N, inputs=[getattr(self, f"a{i}"), getattr(self, f"a{i + 1}"), 0.5], device="cpu")
 
 
-def test_many_arrays_on_their_own_are_compared_as_one_tuple(full_checks):
-    sim = ManyAttributes()
-    probe = OwnersProbe((sim,), [f"owner.a{i}" for i in range(20)], single=True)
+class SlottedAttributes:
+    """Twenty arrays in slots: no dict to compare, each array looked up."""
+
+    __slots__ = tuple(f"a{i}" for i in range(20))
+
+    def __init__(self):
+        for i, name in enumerate(self.__slots__):
+            setattr(self, name, wp.full(N, float(i), dtype=float, device="cpu"))
+
+
+def by_its_dict(probe):
+    """Makes the probe's comparison of arrays one by one (where its dict changed) always fail:
+    then only the comparison of the dict in place can find them unchanged."""
+    namespace = probe.unchanged.__globals__
+    assert "dict0_entries" in namespace  # the probe compares the dict's table
+    namespace["dict0_expected"] = b""
+
+
+def labels(count):
+    return [f"owner.a{i}" for i in range(count)]
+
+
+@pytest.mark.skipif(not _owners_probe._DICT_KEYS, reason="dicts are read in place on CPython 3.11 and later")
+@pytest.mark.parametrize("count", [20, 40, 200])
+def test_many_arrays_in_one_dict_are_compared_in_place(count):
+    sim = ManyAttributes(count)
+    if count == 20 and _owners_probe._SPLIT_VALUES is None:
+        pytest.skip("a split table is read in place on CPython 3.11 to 3.13's layouts only")
+    probe = OwnersProbe((sim,), labels(count), single=True)
     unchanged = probe.source.split("def unchanged")[1]
-    assert "_pointers((" in unchanged and "id(" not in unchanged  # one tuple, no id() per array
+    assert "dict0_same_entries(dict0_entries)" in unchanged and "    v1 = " not in unchanged  # no array by name
+    by_its_dict(probe)
+    assert probe.unchanged()
+    sim.count += 1  # a number beside them changed: the dict's table did
+    assert not probe.unchanged()
+    sim.count -= 1  # the same int object (a small int): the same table again
+    assert probe.unchanged()
+    kept = sim.a7
+    sim.a7 = wp.zeros(N, dtype=float, device="cpu")  # reassigned
+    assert not probe.unchanged()
+    sim.a7 = kept
     assert probe.unchanged()
     sim.a3, sim.a4 = sim.a4, sim.a3  # the same arrays at each other's places
     assert not probe.unchanged()
     sim.a3, sim.a4 = sim.a4, sim.a3
     assert probe.unchanged()
-    checked = gc.capture(sim.step, device="cpu", owners=(sim,))
-    twin = ManyAttributes()
+    for i in range(200):  # the dict grows into a new table: the old one is freed memory now
+        setattr(sim, f"grown{i}", i)
+    for i in range(200):
+        delattr(sim, f"grown{i}")
+    assert not probe.unchanged()  # the dict's own pointers tell: the old table is not read
+    sim = ManyAttributes(count)
+    probe = OwnersProbe((sim,), labels(count), single=True)
+    by_its_dict(probe)
+    first, second = sim.a0, sim.a1  # the same values in the same order, under each other's keys
+    del sim.a0, sim.a1
+    sim.a1, sim.a0 = first, second
+    assert not probe.unchanged()
+
+
+@pytest.mark.parametrize("count", [20, 40])
+def test_a_change_in_the_dict_falls_back_on_the_arrays_one_by_one(count):
+    sim = ManyAttributes(count)
+    probe = OwnersProbe((sim,), labels(count), single=True)
+    sim.count += 1  # not an array: still unchanged, by the arrays compared one by one
+    sim.extra = 1.0
+    ManyAttributes(count).other = 1.0  # another instance grows the keys the class shares
+    assert probe.unchanged()
+    first, second = sim.a0, sim.a1
+    del sim.a0, sim.a1
+    sim.a1, sim.a0 = second, first  # re-inserted in another order: the same arrays by name
+    assert probe.unchanged()
+    sim.a1, sim.a0 = first, second
+    assert not probe.unchanged()
+
+
+def test_a_freed_or_resized_array_in_the_dict_is_found():
+    sim = ManyAttributes(40)
+    probe = OwnersProbe((sim,), labels(40), single=True)
+    kept = sim.a9
+    sim.a9 = wp.zeros(2 * N, dtype=float, device="cpu")  # resized: another array
+    assert not probe.unchanged()
+    sim.a9 = kept
+    assert probe.unchanged()
+    sim.a9 = None
+    del kept  # freed: a new array could take its id
+    assert probe.freed and not probe.unchanged()
+
+
+class Guarded(ManyAttributes):
+    """One array's name is a property of the class: it answers, not the dict."""
+
+    @property
+    def a5(self):
+        return self.__dict__["hidden"]
+
+    @a5.setter
+    def a5(self, value):
+        self.__dict__["hidden"] = value
+
+
+@pytest.mark.parametrize("kind", [SlottedAttributes, Guarded])
+def test_arrays_a_dict_does_not_answer_for_are_compared_one_by_one(kind):
+    sim = kind()
+    probe = OwnersProbe((sim,), labels(20), single=True)
+    unchanged = probe.source.split("def unchanged")[1]
+    assert "dict0" not in unchanged and "_pointers((" in unchanged  # one tuple of the arrays looked up
+    assert probe.unchanged()
+    sim.a3, sim.a4 = sim.a4, sim.a3
+    assert not probe.unchanged()
+    sim.a3, sim.a4 = sim.a4, sim.a3
+    kept = sim.a5
+    sim.a5 = wp.zeros(N, dtype=float, device="cpu")
+    assert not probe.unchanged()
+    del kept
+
+
+@pytest.mark.parametrize("count", [20, 40])
+def test_a_graph_over_many_arrays_in_one_dict_replays_right_and_a_reassigned_one_is_found(count, full_checks):
+    sim = ManyAttributes(count)
+    checked = gc.capture(sim.step, device="cpu", owners=(sim,), on_failure="warn")
+    twin = ManyAttributes(count)
     for _ in range(4):  # the reference call, then three replays
         twin.step()
     for _ in range(3):
         checked.launch()
-    assert len(full_checks) == 1
+    assert len(full_checks) == 1  # the probe answered the next two
+    assert "dict0_entries" in checked._probe.source or not _owners_probe._DICT_KEYS
     np.testing.assert_array_equal(sim.a19.numpy(), twin.a19.numpy())
-    kept = sim.a7
-    sim.a7 = wp.zeros(N, dtype=float, device="cpu")
-    with pytest.raises(gc.GraphCheckError, match="stale-pointer"):
+    before = sim.a7.numpy().copy()
+    sim.a7 = wp.array(before, dtype=float, device="cpu")  # a copy, reassigned: the graph still writes the old one
+    with pytest.warns(gc.GraphCheckWarning, match="stale-pointer"):
         checked.launch()
-    del kept
+    twin.step()
+    assert len(full_checks) == 2
+    np.testing.assert_array_equal(sim.a7.numpy(), before)  # the replay did not add a6 to the a7 the owner holds
+    assert not np.array_equal(sim.a7.numpy(), twin.a7.numpy())
 
 
 @pytest.mark.parametrize("key", ["plain", "x{0}", "w{b}", "p{}", "}{"])
