@@ -8,6 +8,8 @@ the control-noise launch with the step index (``_src/cli.py``) and the control u
 temporary (``viewer.py``).
 """
 
+import re
+
 import numpy as np
 import pytest
 import warp as wp
@@ -162,3 +164,25 @@ def test_data_reallocated_after_capture_is_a_stale_pointer():
     wp.capture_launch(checked.graph)
     assert bytes_of(sim.d.qpos) == before  # the replay advanced the old buffer
     assert_caught(checked.check_replay(on_failure="ignore"), "stale-pointer", ["qpos_in"])
+
+
+def test_launch_probes_data_and_model_by_their_dicts_replays_right_and_finds_a_reallocated_array():
+    # launch()'s check before every replay compares Data's and Model's attributes by their
+    # __dict__s read in place (Data: 161 arrays and a few ints; Model: hundreds of both).
+    twins = Twins(Sim)
+    sim = twins.subject
+    checked = gc.capture(sim.step, owners=(sim,), on_failure="warn")
+    for _ in range(checked.eager_calls):
+        step(twins.twin)
+    for _ in range(4):
+        checked.launch()
+        step(twins.twin)
+    assert twins.differing() == []
+    probe = checked._probe.source.split("def replayed")[0]
+    assert probe.count("_same_entries(") >= 2
+    assert not re.search(r"= v\d+\.qpos$", probe, re.MULTILINE)  # Data's arrays are not loaded one by one
+    sim.d.qpos = wp.clone(sim.d.qpos)  # the break: a reset that reallocates
+    before = bytes_of(sim.d.qpos)
+    with pytest.warns(gc.GraphCheckWarning, match="stale-pointer"):
+        checked.launch()
+    assert bytes_of(sim.d.qpos) == before  # the replay advanced the old buffer
