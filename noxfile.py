@@ -78,9 +78,10 @@ CLIENTS = ("newton==1.8.0", "mujoco-warp==4.0.0", "pillow")  # Pillow: two of Wa
 
 @nox.session(name="bench-clients")
 def bench_clients(session: nox.Session) -> None:
-    """What validating real clients' steps costs: gc.capture against one eager call plus a bare capture."""
+    """What validating real clients' steps costs: gc.capture against one eager call plus a bare capture;
+    and what the replay check adds to every launch of MuJoCo Warp's captured step."""
     session.install("-e", ".", *CLIENTS)
-    session.run("python", "-m", "benchmarks.run", "clients", *session.posargs)
+    session.run("python", "-m", "benchmarks.run", "clients", "replay_clients", *session.posargs)
 
 
 @nox.session
