@@ -299,7 +299,8 @@ class ManyAttributes:
     split table), forty or more make a dict of their own (a combined table)."""
 
     def __init__(self, count=20):
-        self.count = count  # a number beside the arrays, as Data's
+        self.count = count  # numbers beside the arrays, as Data's
+        self.frame = 0
         for i in range(count):
             setattr(self, f"a{i}", wp.full(N, float(i), dtype=float, device="cpu"))
 
@@ -436,6 +437,11 @@ def test_a_graph_over_many_arrays_in_one_dict_replays_right_and_a_reassigned_one
         checked.launch()
     assert len(full_checks) == 1  # the probe answered the next two
     assert "dict0_entries" in checked._probe.source or not _owners_probe._DICT_KEYS
+    for frame in range(2):
+        sim.frame = 1000 + frame  # a number in the same dict changes: compared one by one, no walk
+        checked.launch()
+        twin.step()
+    assert len(full_checks) == 1
     np.testing.assert_array_equal(sim.a19.numpy(), twin.a19.numpy())
     before = sim.a7.numpy().copy()
     sim.a7 = wp.array(before, dtype=float, device="cpu")  # a copy, reassigned: the graph still writes the old one
