@@ -21,7 +21,7 @@ MARKING_SCRIPT = "from pathlib import Path\nPath('ran.txt').write_text('ran')\n"
 
 
 def stderr_lines(result):
-    return [line for line in result.stderr.splitlines() if not line.startswith("Warp CUDA warning")]
+    return [line for line in result.stderr.splitlines() if not line.startswith(("Warp CUDA warning", "Warp FutureWarning"))]
 
 
 def assert_one_line_usage_error(result, start, cwd):

@@ -439,20 +439,21 @@ def _weave(fn: Any, prologue: str, on_error: str, epilogue: str, site: Site = NO
     import ast
 
     code = fn.__code__
+    name = fn.__qualname__  # (a code object names itself so from Python 3.11 only)
     try:
         lines, first = inspect.getsourcelines(fn)
     except (OSError, TypeError) as exc:
-        raise _fail(f"the source of warp {code.co_qualname} is not available ({exc})") from None
-    qualname = code.co_qualname.split(".")
+        raise _fail(f"the source of warp {name} is not available ({exc})") from None
+    qualname = name.split(".")
     # A method is compiled inside a class of its class's name, for private name mangling.
     head = f"class {qualname[-2]}:\n" if len(qualname) == 2 else ""
     if len(qualname) > 2 or (head and not lines[0].startswith("    ")) or (not head and lines[0][0].isspace()):
-        raise _fail(f"warp {code.co_qualname} is not a module function or a method")
+        raise _fail(f"warp {name} is not a module function or a method")
     tree = ast.parse(head + "".join(lines))
     ast.increment_lineno(tree, first - 1 - bool(head))
     node = tree.body[0].body[0] if head else tree.body[0]  # type: ignore[attr-defined]
     if not isinstance(node, ast.FunctionDef) or node.name != code.co_name:
-        raise _fail(f"the source of warp {code.co_qualname} is not a plain function")
+        raise _fail(f"the source of warp {name} is not a plain function")
     node.decorator_list = []
     body = node.body
     doc = body[:1] if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) else []
@@ -508,10 +509,10 @@ def _weave(fn: Any, prologue: str, on_error: str, epilogue: str, site: Site = NO
         and (woven.co_flags ^ code.co_flags) & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS) == 0
         and woven.co_freevars == code.co_freevars
         and set(code.co_names) <= set(woven.co_names)
-        and woven.co_qualname == code.co_qualname
+        and getattr(woven, "co_qualname", name) == getattr(code, "co_qualname", name)
     )
     if not same:
-        raise _fail(f"warp {code.co_qualname} compiled from its source is not the installed function")
+        raise _fail(f"warp {name} compiled from its source is not the installed function")
     return woven
 
 

@@ -641,7 +641,7 @@ def _overload_launching(generic: Any) -> Any:
     resolving it again, which costs what Warp's own resolution costs (hundreds of
     microseconds for a kernel of many arguments, on every recorded launch of it).
     """
-    frame = sys._getframe(2)
+    frame: types.FrameType | None = sys._getframe(2)
     for _ in range(_LAUNCH_FRAME_DEPTH):
         if frame is None:
             return None
