@@ -35,7 +35,7 @@ from .operations import (
     struct_block,
 )
 from .params import ArrayRef
-from .site import CodeKind, site_of
+from .site import CodeKind, qualified_name, site_of
 
 if TYPE_CHECKING:
     from .record import LaunchTrace
@@ -100,7 +100,7 @@ def _caller(frame: Any, via: str) -> tuple[CodeType | None, int, str, bool]:
         if kind is _USER:
             return code, frame.f_lasti, via, internal
         if kind is _WARP:
-            via = _via_name(code)
+            via = _via_name(code, frame)
             if code.co_name in _ALLOCATING:
                 internal = True
         frame = frame.f_back
@@ -110,14 +110,21 @@ def _caller(frame: Any, via: str) -> tuple[CodeType | None, int, str, bool]:
 _via_names: dict[int, tuple[CodeType, str]] = {}
 
 
-def _via_name(code: CodeType) -> str:
+def _via_name(code: CodeType, frame: Any) -> str:
     # "clone", "launch_tiled", "Tape.backward" -> "backward"; a constructor is named by
     # its class ("array", "Mesh").
     entry = _via_names.get(id(code))
     if entry is None:
-        qualname = getattr(code, "co_qualname", code.co_name)
-        parts = qualname.split(".")
-        name = parts[-2] if parts[-1] == "__init__" and len(parts) > 1 else parts[-1]
+        parts = qualified_name(code).split(".")
+        if parts[-1] != "__init__":
+            name = parts[-1]
+        elif len(parts) > 1:
+            name = parts[-2]
+        else:  # Python 3.10: the class whose __init__ this is, from the object it makes (once per code)
+            made = type(frame.f_locals.get("self")).__mro__
+            name = next(
+                (c.__name__ for c in made if getattr(vars(c).get("__init__"), "__code__", None) is code), "__init__"
+            )
         entry = _via_names[id(code)] = (code, name)
     return entry[1]
 

@@ -10,7 +10,7 @@ import enum
 from types import CodeType
 from typing import NamedTuple
 
-__all__ = ["UNKNOWN_SITE", "CodeKind", "Site", "site_of"]
+__all__ = ["UNKNOWN_SITE", "CodeKind", "Site", "qualified_name", "site_of"]
 
 
 class CodeKind(enum.IntEnum):
@@ -47,6 +47,13 @@ class Site(NamedTuple):
 
 UNKNOWN_SITE = Site("<unknown>", 0, "<unknown>")
 
+
+def qualified_name(code: CodeType) -> str:
+    """The qualified name of the function ``code`` belongs to (``Sim.step``); on Python 3.10,
+    whose code objects do not name their class, its bare name (``step``)."""
+    return getattr(code, "co_qualname", code.co_name)
+
+
 # (id(code), lasti) -> (code, its Site): keyed by id because hashing a code object hashes
 # its contents (microseconds, on every recorded allocation, memset and readback); the code
 # is held in the value, so its id is never reused while the entry stands.
@@ -68,6 +75,6 @@ def site_of(code: CodeType | None, lasti: int) -> Site:
             if start <= lasti < end and number is not None:
                 line = number
                 break
-        site = Site(code.co_filename, line, getattr(code, "co_qualname", code.co_name))
+        site = Site(code.co_filename, line, qualified_name(code))
         entry = _sites[(id(code), lasti)] = (code, site)
     return entry[1]

@@ -6,6 +6,8 @@ import what they need from here, so that moving an internal changes this file, n
 test that uses it.
 """
 
+import sys
+
 from graphcheck import _cuda, _owners_probe, _session, _warp
 from graphcheck._owners_probe import OwnersProbe, Unsupported
 from graphcheck._warp.hooks import (
@@ -22,4 +24,11 @@ __all__ = [
     "_warp",
     "cuda_launch_hook",
     "deterministic_hook",
+    "function_name",
 ]
+
+
+def function_name(qualified: str) -> str:
+    """What a site names the function ``qualified`` (``Sim.step``) on this Python: code objects
+    name their class from Python 3.11; on 3.10 a site names the function alone (``step``)."""
+    return qualified if sys.version_info >= (3, 11) else qualified.rsplit(".", 1)[-1]

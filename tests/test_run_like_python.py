@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.test_cli import ROOT, graphcheck
+from tests.test_cli import ROOT, WARPS_OWN_LINES, graphcheck
 
 RAISES = """\
 def inner():
@@ -44,7 +44,7 @@ def test_sys_exit_with_a_message_prints_it_and_exits_1(tmp_path):
     (tmp_path / "prog.py").write_text("import sys\nsys.exit('config file not found: sim.yaml')\n")
     result = graphcheck("run", "prog.py", cwd=tmp_path)
     assert result.returncode == 1
-    lines = [line for line in result.stderr.splitlines() if not line.startswith(("Warp CUDA warning", "Warp FutureWarning"))]
+    lines = [line for line in result.stderr.splitlines() if not line.startswith(WARPS_OWN_LINES)]
     assert lines[0] == "config file not found: sim.yaml", result.stderr
     assert "exit status 1 is the program's own" in result.stderr
 

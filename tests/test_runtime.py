@@ -377,7 +377,7 @@ def test_a_woven_function_is_warps_own_line_for_line():
         assert woven is not _warp.HOOKS._patches[0].original
     original = wp.launch.__code__
     assert woven.co_filename == original.co_filename and woven.co_firstlineno == original.co_firstlineno
-    assert woven.co_qualname == original.co_qualname
+    assert getattr(woven, "co_qualname", None) == getattr(original, "co_qualname", None)
     # Every line of Warp's function is the same line of the same file.
     assert {line for *_, line in original.co_lines()} <= {line for *_, line in woven.co_lines()}
 
@@ -506,7 +506,7 @@ def test_launches_alternating_between_two_user_functions_keep_their_own_sites(mo
             collide(i)
             collide(i)
     assert len(reached) <= 2  # each function's first launch learns its code
-    assert [r.site.function.rsplit(".", 1)[1] for r in trace] == ["integrate", "collide", "collide"] * 4
+    assert [r.site.function.rsplit(".", 1)[-1] for r in trace] == ["integrate", "collide", "collide"] * 4
     assert [(r.args["s"], r.args["n"]) for r in trace] == [(s, i) for i in range(4) for s in (2.0, 3.0, 3.0)]
     assert np.allclose(a.numpy(), 3.0 + 3)
 
@@ -527,7 +527,7 @@ def test_a_launch_inside_a_conditional_body_is_nested_though_its_code_was_just_r
         step(3)
     launches = [r for r in trace if r.kind == "launch"]
     assert [bool(r.nested) for r in launches] == [False, False, True, False]
-    assert [r.site.function.rsplit(".", 1)[1] for r in launches] == ["step"] * 4
+    assert [r.site.function.rsplit(".", 1)[-1] for r in launches] == ["step"] * 4
     assert np.allclose(a.numpy(), 2.0 + 3)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_cli import graphcheck
+from tests.test_cli import WARPS_OWN_LINES, graphcheck
 from tests.test_pytest_plugin import inner, run_inner  # noqa: F401  (inner: a fixture)
 
 pytest_plugins = ["pytester"]
@@ -21,7 +21,7 @@ MARKING_SCRIPT = "from pathlib import Path\nPath('ran.txt').write_text('ran')\n"
 
 
 def stderr_lines(result):
-    return [line for line in result.stderr.splitlines() if not line.startswith(("Warp CUDA warning", "Warp FutureWarning"))]
+    return [line for line in result.stderr.splitlines() if not line.startswith(WARPS_OWN_LINES)]
 
 
 def assert_one_line_usage_error(result, start, cwd):

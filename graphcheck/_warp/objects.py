@@ -646,7 +646,11 @@ def _overload_launching(generic: Any) -> Any:
         if frame is None:
             return None
         code = frame.f_code
-        if code.co_filename == _LAUNCH_FILE and getattr(code, "co_qualname", code.co_name) == "launch":
+        if (
+            code.co_name == "launch"
+            and code.co_filename == _LAUNCH_FILE
+            and getattr(code, "co_qualname", "launch") == "launch"
+        ):
             candidate = frame.f_locals.get("kernel")
             overloads = getattr(generic, "overloads", None)
             if isinstance(overloads, dict) and any(candidate is overload for overload in overloads.values()):
