@@ -21,6 +21,13 @@ def tests(session: nox.Session) -> None:
     session.run("python", "-m", "pytest", *session.posargs)
 
 
+@nox.session(python=["3.10", "3.11", "3.12", "3.13"])
+def pythons(session: nox.Session) -> None:
+    """Run the test suite on each supported Python (``nox -s pythons``; ``"pythons-3.10"`` for one)."""
+    session.install("-e", ".[test]")
+    session.run("python", "-m", "pytest", *session.posargs)
+
+
 def _tested_warp_versions() -> list[str]:
     """graphcheck._warp.version.TESTED_WARP_VERSIONS, read from the source (importing it imports Warp)."""
     source = Path(__file__).parent.joinpath("graphcheck", "_warp", "version.py").read_text()
