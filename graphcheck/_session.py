@@ -23,6 +23,7 @@ from types import CodeType
 from typing import TYPE_CHECKING, Any
 
 from . import _warp
+from ._memo import remember
 from .nodes import CaptureSpan, CudaLaunch
 from .operations import (
     CPU_GRAPH_LAUNCH,
@@ -34,7 +35,7 @@ from .operations import (
     split_block,
     struct_block,
 )
-from .params import ArrayRef
+from .params import ARRAY_REFS, ArrayRef
 from .site import CodeKind, qualified_name, site_of
 
 if TYPE_CHECKING:
@@ -135,9 +136,8 @@ _plain = _warp.plain_value
 # (descriptor bytes, element type) -> the ArrayRef of a dense array: a step zeroes and copies
 # the same arrays again and again, and reading an array's extent, gradient and type name
 # costs several times more than the descriptor Warp keeps for its launches, which holds all
-# but the type. Bounded: cleared when it grows past _ARRAY_REFS_MAX.
+# but the type. Bounded as the ArrayRefs of decoded parameters are.
 _array_refs: dict[tuple[bytes, Any], ArrayRef] = {}
-_ARRAY_REFS_MAX = 8192
 
 
 def _array_ref(arr: Any) -> ArrayRef:
@@ -152,9 +152,7 @@ def _array_ref(arr: Any) -> ArrayRef:
         ptr, nbytes, shape, strides = _warp.array_extent(arr)
         grad = _warp.array_grad(arr)
         ref = ArrayRef(ptr, nbytes, shape, strides, int(getattr(grad, "ptr", 0) or 0), _warp.dtype_name(arr))
-        if len(_array_refs) >= _ARRAY_REFS_MAX:
-            _array_refs.clear()
-        _array_refs[key] = ref
+        remember(_array_refs, key, ref, ARRAY_REFS)
     return ref
 
 

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 import numpy as np
 
 from . import _warp
+from ._memo import remember
 
 __all__ = ["Buffer", "BufferSet", "arrays_of", "buffers_of"]
 
@@ -447,9 +448,7 @@ def _walk(
             items, join = _attributes(obj), _ATTR
             members = _MEMBERS.get(kind)
             if members is None:
-                if len(_MEMBERS) >= 4096:
-                    _MEMBERS.clear()  # classes made on the fly are not kept alive by this cache
-                members = _MEMBERS[kind] = _members_join(kind)
+                members = remember(_MEMBERS, kind, _members_join(kind))  # (bounded: classes made on the fly)
             if members:
                 try:
                     held = list(iter(obj))  # built-in iteration, sized by its iterator: no user code runs
@@ -596,9 +595,7 @@ def _attributes(obj: Any) -> list[tuple[str, Any]]:
     kind = type(obj)
     plan = _ATTRIBUTE_PLANS.get(kind)
     if plan is None:
-        if len(_ATTRIBUTE_PLANS) >= 4096:
-            _ATTRIBUTE_PLANS.clear()  # classes made on the fly are not kept alive by this cache
-        plan = _ATTRIBUTE_PLANS[kind] = _attribute_plan(kind)
+        plan = remember(_ATTRIBUTE_PLANS, kind, _attribute_plan(kind))  # (bounded: classes made on the fly)
     fields, slots = plan
     attrs: dict[str, Any] = {}
     for name in fields:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import _warp
+from ._memo import ByIdentity
 from .buffers import buffers_of
 from .compare import Difference, compare_traces, reused, value_texts
 from .findings import KINDS, Allow, Finding, Report, make_finding
@@ -880,21 +881,12 @@ def undecoded(captured: LaunchTrace) -> list[str]:
     ]
 
 
-# id of a layout -> (the layout, (name, type name) of each argument in it graphcheck cannot
-# decode). Every capture reads the layout of each kernel it launched (MuJoCo Warp's step:
-# about 60, of up to 40 parameters), almost never finding one: each layout is read once.
-# The entry holds the layout, so its id is not reused while the entry lives.
-_opaque_of_layout: dict[int, tuple[tuple[ParamSpec, ...], tuple[tuple[str, str], ...]]] = {}
-
-
-def _opaque_in(layout: tuple[ParamSpec, ...]) -> tuple[tuple[str, str], ...]:
-    entry = _opaque_of_layout.get(id(layout))
-    if entry is None or entry[0] is not layout:
-        if len(_opaque_of_layout) >= 4096:
-            _opaque_of_layout.clear()  # layouts of kernels made on the fly are not kept alive
-        found = tuple((f"{prefix}{spec.name}", str(spec.dtype or "?")) for prefix, spec in _opaque(layout))
-        entry = _opaque_of_layout[id(layout)] = (layout, found)
-    return entry[1]
+# (name, type name) of each argument of a layout graphcheck cannot decode. Every capture
+# reads the layout of each kernel it launched (MuJoCo Warp's step: about 60, of up to 40
+# parameters), almost never finding one: each layout is read once.
+_opaque_in: ByIdentity[tuple[ParamSpec, ...], tuple[tuple[str, str], ...]] = ByIdentity(
+    lambda layout: tuple((f"{prefix}{spec.name}", str(spec.dtype or "?")) for prefix, spec in _opaque(layout))
+)
 
 
 def _opaque(specs: Iterable[ParamSpec], prefix: str = "") -> Iterator[tuple[str, ParamSpec]]:

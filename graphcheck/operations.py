@@ -16,6 +16,7 @@ from types import CodeType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import _warp
+from ._memo import ByIdentity, remember
 from .params import Address, ArrayRef, ParamSpec, decode, launch_dim
 from .site import UNKNOWN_SITE, Site, site_of
 
@@ -558,54 +559,40 @@ def split_block(block: bytes, key: tuple[Any, Any]) -> tuple[bytes, ...]:
 
 # (id of a layout, parameter bytes) -> (the layout, its decoded arguments). A step launches
 # the same kernel with the same arguments many times (every substep, every iteration):
-# decoding once serves them all. Bounded: cleared when it grows past _DECODED_MAX.
+# decoding once serves them all.
 _decoded_args: dict[tuple[int, tuple[bytes, ...]], tuple[tuple[ParamSpec, ...], dict[str, Any]]] = {}
-_DECODED_MAX = 4096
 
 
 def decoded(layout: tuple[ParamSpec, ...], params: tuple[bytes, ...]) -> dict[str, Any]:
     key = (id(layout), params)
     entry = _decoded_args.get(key)
-    if entry is not None and entry[0] is layout:
-        return entry[1]
-    args = decode(layout, params)
-    if len(_decoded_args) >= _DECODED_MAX:
-        _decoded_args.clear()
-    _decoded_args[key] = (layout, args)
-    return args
-
-
-# id(args) -> (args, their addresses): launches with the same parameter bytes share one
-# decoded dict (see `decoded`), and so one tuple of addresses. Bounded like `_decoded_args`.
-_addresses_cache: dict[int, tuple[Mapping[str, Any], tuple[Address, ...]]] = {}
+    if entry is None or entry[0] is not layout:
+        entry = remember(_decoded_args, key, (layout, decode(layout, params)))
+    return entry[1]
 
 
 # (id of an ArrayRef, the argument's name) -> (the ArrayRef, its addresses). Decoded arrays
 # are shared (one ArrayRef per descriptor), and a step hands the same array under the same
 # name to many kernels: its ranges are made once. The entry holds the ArrayRef, so its id
-# is not reused while the entry lives. Bounded like `_decoded_args`.
+# is not reused while the entry lives.
 _array_addresses: dict[tuple[int, str], tuple[ArrayRef, tuple[Address, ...]]] = {}
 
 
-def _addresses_of(args: Mapping[str, Any]) -> tuple[Address, ...]:
-    entry = _addresses_cache.get(id(args))
-    if entry is not None and entry[0] is args:
-        return entry[1]
+def _addresses(args: Mapping[str, Any]) -> tuple[Address, ...]:
     found: list[Address] = []
     known = _array_addresses
     for name, value in args.items():
         if isinstance(value, ArrayRef):
             held = known.get((id(value), name))
             if held is None or held[0] is not value:
-                if len(known) >= _DECODED_MAX:
-                    known.clear()
-                held = known[(id(value), name)] = (value, value.addresses(name))
+                held = remember(known, (id(value), name), (value, value.addresses(name)))
             found += held[1]
-    addresses = tuple(found)
-    if len(_addresses_cache) >= _DECODED_MAX:
-        _addresses_cache.clear()
-    _addresses_cache[id(args)] = (args, addresses)
-    return addresses
+    return tuple(found)
+
+
+# A decoded dict's addresses: launches with the same parameter bytes share one decoded dict
+# (see `decoded`), and so one tuple of addresses.
+_addresses_of: ByIdentity[Mapping[str, Any], tuple[Address, ...]] = ByIdentity(_addresses)
 
 
 _cpu_block_dims: dict[Any, int] = {}
@@ -623,8 +610,7 @@ def _cpu_block_dim(asked: Any) -> int:
 
 
 # (id of the held kernel, adjoint, the raw record's length, parameter block) -> its
-# parameters (an eager block and a captured one are laid out differently). Bounded like
-# _decoded_args.
+# parameters (an eager block and a captured one are laid out differently).
 _split_blocks: dict[tuple[int, bool, int, bytes], tuple[bytes, ...]] = {}
 
 
@@ -642,9 +628,7 @@ def _params_of(raw: tuple[Any, ...]) -> tuple[bytes, ...]:
     split = _split_blocks.get(key)
     if split is None:
         split = _splitters[(kernel_id, adjoint)](params) if len(raw) == 7 else split_block(params, (raw[8], _NoneType))
-        if len(_split_blocks) >= _DECODED_MAX:
-            _split_blocks.clear()
-        _split_blocks[key] = split
+        remember(_split_blocks, key, split)
     return split
 
 

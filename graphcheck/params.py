@@ -24,6 +24,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ._memo import remember
+
 __all__ = [
     "Address",
     "ArrayRef",
@@ -194,9 +196,10 @@ _ARRAY_T = struct.Struct("=QQ4i4iHH")
 # (descriptor bytes, element size, element type) -> its ArrayRef. A step hands the same
 # arrays to many launches, and its reference call and capture hand them again: each
 # descriptor is read once (an ArrayRef is immutable, so one serves every launch). Bounded:
-# cleared when it grows past _ARRAY_REFS_MAX.
+# emptied when it holds ARRAY_REFS entries.
 _array_refs: dict[tuple[bytes, int, Any], ArrayRef] = {}
-_ARRAY_REFS_MAX = 8192
+#: How many array descriptors a cache of their ArrayRefs holds (a step hands out hundreds).
+ARRAY_REFS = 8192
 
 
 def _array_ref(spec: ParamSpec, raw: bytes) -> ArrayRef:
@@ -208,11 +211,7 @@ def _array_ref(spec: ParamSpec, raw: bytes) -> ArrayRef:
         data, grad, s0, s1, s2, s3, t0, t1, t2, t3, ndim, _ = _ARRAY_T.unpack_from(raw)
         shape = (s0, s1, s2, s3)[:ndim]
         strides = (t0, t1, t2, t3)[:ndim]
-        ref = _array_ref_of(spec, data, grad, shape, strides)
-        if len(_array_refs) >= _ARRAY_REFS_MAX:
-            _array_refs.clear()
-        _array_refs[key] = ref
-        return ref
+        return remember(_array_refs, key, _array_ref_of(spec, data, grad, shape, strides), ARRAY_REFS)
     # a layout graphcheck does not know: let ctypes read it
     value = spec.ctype.from_buffer_copy(raw)
     ndim = int(value.ndim)
@@ -359,9 +358,7 @@ def _read_param(spec: ParamSpec, raw: bytes) -> tuple[tuple[str, Any], ...]:
     if entry is not None and entry[0] is spec:
         return entry[1]
     items = tuple(_walk(spec, raw, ""))  # immutable values (numbers, tuples, ArrayRef, Opaque): shared safely
-    if len(_params_read) >= _ARRAY_REFS_MAX:
-        _params_read.clear()
-    _params_read[key] = (spec, items)
+    remember(_params_read, key, (spec, items), ARRAY_REFS)
     return items
 
 
@@ -415,9 +412,7 @@ def launch_dim(spec: ParamSpec, raw: bytes) -> tuple[int, ...]:
         dims = tuple(int(s) for s in value.shape)
         if int(value.coord_mult) > 1:
             dims += (int(value.coord_mult),)
-        if len(_launch_dims) >= _ARRAY_REFS_MAX:
-            _launch_dims.clear()
-        _launch_dims[key] = dims
+        remember(_launch_dims, key, dims, ARRAY_REFS)
     return dims
 
 

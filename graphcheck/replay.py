@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import _warp
+from ._memo import ByIdentity
 from .operations import Baked, BakedValue, LaunchRecord
 from .params import ParamKind, ParamSpec
 
@@ -112,18 +113,9 @@ def baked_values(user: LaunchTrace, holders: list[tuple[str, Any]]) -> list[Bake
     return out
 
 
-# id of a layout -> (the layout, the positions of its struct parameters). A step launches a
-# few kernels thousands of times (Newton's VBD cloth: 3130 operations), most of them with no
-# struct parameter: each layout is looked through once. The entry holds the layout, so its
-# id is not reused while the entry lives; bounded (layouts of kernels made on the fly).
-_structs_of_layout: dict[int, tuple[tuple[ParamSpec, ...], tuple[int, ...]]] = {}
-
-
-def _struct_positions(layout: tuple[ParamSpec, ...]) -> tuple[int, ...]:
-    entry = _structs_of_layout.get(id(layout))
-    if entry is None or entry[0] is not layout:
-        if len(_structs_of_layout) >= 4096:
-            _structs_of_layout.clear()
-        positions = tuple(i for i, spec in enumerate(layout) if spec.kind is ParamKind.STRUCT)
-        entry = _structs_of_layout[id(layout)] = (layout, positions)
-    return entry[1]
+# The positions of a layout's struct parameters. A step launches a few kernels thousands of
+# times (Newton's VBD cloth: 3130 operations), most of them with no struct parameter: each
+# layout is looked through once.
+_struct_positions: ByIdentity[tuple[ParamSpec, ...], tuple[int, ...]] = ByIdentity(
+    lambda layout: tuple(i for i, spec in enumerate(layout) if spec.kind is ParamKind.STRUCT)
+)
