@@ -260,6 +260,11 @@ def _code_of(fn: Any) -> Any:
     return getattr(fn, "__code__", None) or type(fn)
 
 
+def _swapped_pairs(finding: Finding) -> list[list[str]]:
+    """The pairs of buffers a buffer-drift finding says traded places (none for another finding)."""
+    return finding.detail.get("swapped buffers", []) if finding.kind == "buffer-drift" else []
+
+
 class GraphGuard:
     """``wp.ScopedCapture`` that proves the captured block is replay-safe.
 
@@ -521,8 +526,7 @@ class GraphGuard:
         if self.reference is None or self._reference_trace is None or _recapturing.get():
             return None  # a recapture's reference call is a launch's one step: it takes no more
         drift = self.options.warmup is None and any(f.kind == "launch-sequence-drift" for f in self.report.findings)
-        swaps = [f for f in self.report.findings if f.kind == "buffer-drift" and f.detail.get("swapped buffers")]
-        pairs = list({frozenset(p): tuple(p) for f in swaps for p in f.detail["swapped buffers"]}.values())
+        pairs = list({frozenset(p): tuple(p) for f in self.report.findings for p in _swapped_pairs(f)}.values())
         arrays = owned_arrays(self._owners) if pairs else {}
         before = _contents(arrays, pairs) if pairs and all(label in arrays for p in pairs for label in p) else None
         if before is None or any(before[a] != before[b] for a, b in pairs):
@@ -631,10 +635,8 @@ class GraphGuard:
             before, after = retry.before or {}, retry.after
             mirrored = {frozenset(p) for p in retry.pairs}
             swapped = [
-                f for f in kept
-                if f.kind == "buffer-drift" and f.detail.get("swapped buffers")
-                and all(frozenset(p) in mirrored for p in f.detail["swapped buffers"])
-            ]  # fmt: skip
+                f for f in kept if _swapped_pairs(f) and all(frozenset(p) in mirrored for p in _swapped_pairs(f))
+            ]
             if not swapped:
                 notes.append(f"{names} traded places between the reference call and the capture; {steps}: that eager "
                              "call and the new capture use the same buffers")  # fmt: skip

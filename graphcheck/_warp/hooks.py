@@ -56,6 +56,7 @@ import warp._src.context as _context
 import warp._src.types as _types
 
 from .._warnings import GraphCheckWarning, user_stacklevel
+from ..site import qualified_name
 from .objects import stream_handle, structure_classes
 from .version import _COPY_INTENT, _CPU_INVOKERS, _LAUNCH_INTENT, _NATIVE_HELPER, _fail, _runtime, check_warp
 
@@ -509,7 +510,7 @@ def _weave(fn: Any, prologue: str, on_error: str, epilogue: str, site: Site = NO
         and (woven.co_flags ^ code.co_flags) & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS) == 0
         and woven.co_freevars == code.co_freevars
         and set(code.co_names) <= set(woven.co_names)
-        and getattr(woven, "co_qualname", name) == getattr(code, "co_qualname", name)
+        and qualified_name(woven) == qualified_name(code)
     )
     if not same:
         raise _fail(f"warp {name} compiled from its source is not the installed function")

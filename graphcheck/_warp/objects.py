@@ -21,7 +21,7 @@ import warp._src.types as _types
 from warp._src import codegen as _codegen
 
 from ..params import ArrayRef
-from ..site import CodeKind
+from ..site import CodeKind, qualified_name
 from .version import _NATIVE_HELPER, _add_overload, _resolve_launch_block_dim, _runtime
 
 _WARP_DIR = os.path.dirname(os.path.abspath(wp.__file__)) + os.sep
@@ -646,11 +646,7 @@ def _overload_launching(generic: Any) -> Any:
         if frame is None:
             return None
         code = frame.f_code
-        if (
-            code.co_name == "launch"
-            and code.co_filename == _LAUNCH_FILE
-            and getattr(code, "co_qualname", "launch") == "launch"
-        ):
+        if code.co_filename == _LAUNCH_FILE and qualified_name(code) == "launch":  # (3.10: Launch.launch too)
             candidate = frame.f_locals.get("kernel")
             overloads = getattr(generic, "overloads", None)
             if isinstance(overloads, dict) and any(candidate is overload for overload in overloads.values()):
