@@ -480,15 +480,22 @@ class _Comparison:
 
 def reused(trace: LaunchTrace, other: LaunchTrace) -> Iterator[tuple[Address, Allocation]]:
     """``(address, allocation)`` for each address range ``other``'s operations use without
-    having made its memory, that lies in an allocation ``trace`` made: a buffer that outlived
-    the call that made it (a cache filled on a first call), not a temporary. Each range once.
+    having made its memory, that lies in an allocation ``trace`` made before that use: a
+    buffer that outlived the call that made it (a cache filled on a first call), not a
+    temporary. Each range once.
 
-    A range is judged at its first use only: had ``other`` made its memory before a later
-    use, it would have before the first use too (the latest allocation made before a
-    use holds it). A step hands the same few buffers to many launches, and launches with the
-    same arguments share one tuple of addresses: each range is looked up once.
+    A use that came before ``trace`` made the allocation is of other memory the allocator
+    handed out again later: when every operation of ``other`` came before ``trace``'s first
+    allocation (a reference call, and the capture after it), there is nothing to find, and
+    ``other``'s operations are left unread.
+
+    A range is judged at its first use after ``trace`` made it: had ``other`` made its
+    memory before a later use, it would have before that first use too (the latest
+    allocation made before a use holds it). A step hands the same few buffers to many
+    launches, and launches with the same arguments share one tuple of addresses: each range
+    is looked up once.
     """
-    if not trace.allocations:
+    if not trace.allocations or other.latest_seq() < min(alloc.seq for alloc in trace.allocations):
         return
     seen_tuples: set[int] = set()
     seen: set[tuple[int, int]] = set()
@@ -501,10 +508,11 @@ def reused(trace: LaunchTrace, other: LaunchTrace) -> Iterator[tuple[Address, Al
             key = (address.start, address.nbytes)
             if key in seen:
                 continue
+            alloc = trace.allocation_at(address.start, record.seq)
+            if alloc is None:  # trace made it after this use
+                continue
             seen.add(key)
             if other.allocation_at(address.start, record.seq) is None:
-                alloc = trace.allocation_at(address.start)
-                assert alloc is not None  # made_here
                 yield address, alloc
 
 

@@ -646,6 +646,12 @@ def from_raw(raw: tuple[Any, ...]) -> LaunchRecord:
     )  # fmt: skip
 
 
+def seq_of(item: Any) -> int:
+    """The :attr:`~LaunchRecord.seq` of what a trace holds: a record, or a raw launch (whose
+    record :func:`from_raw` would make), left unread."""
+    return item[6] + 1 if type(item) is tuple else item.seq
+
+
 def same_launch(raw: Any, record: LaunchRecord) -> bool:
     """Whether ``record`` would bake the same graph node as the eager CPU launch ``raw``
     kept by the recording fast path, without making raw's record: what comparing

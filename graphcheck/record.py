@@ -27,7 +27,7 @@ from typing import Any, overload
 from . import _session
 from .buffers import BufferSet, reach_index
 from .compare import Difference, compare_traces, topology_keys
-from .operations import Allocation, HostSync, LaunchRecord, ended, from_raw, same_launch
+from .operations import Allocation, HostSync, LaunchRecord, ended, from_raw, same_launch, seq_of
 from .params import Address
 from .site import Site
 
@@ -275,6 +275,11 @@ class LaunchTrace:
                 found.append(ordered[i])
         held = holding[ptr] = tuple(sorted(found, key=lambda a: a.seq))
         return held
+
+    def latest_seq(self) -> int:
+        """The place (:attr:`~LaunchRecord.seq`) of the trace's latest operation (0: none), read
+        without making records of the raw launches the recorder kept."""
+        return max(map(seq_of, self._items), default=0)
 
     def same_launches(self, other: LaunchTrace) -> bool:
         """Whether ``other`` holds, pair by pair, the same launches as this trace, each an

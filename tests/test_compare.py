@@ -1,10 +1,11 @@
 """Comparing two traces: alignment, readable differences, topology with owned buffers."""
 
+import numpy as np
 import pytest
 import warp as wp
 
 import graphcheck as gc
-from graphcheck.compare import align
+from graphcheck.compare import align, reused
 from tests import kernels as K
 
 
@@ -155,3 +156,45 @@ def test_an_eager_call_and_its_capture_compare_alike_without_reading_the_eager_l
         x.zero_()
         wp.capture_launch(capture.graph)
         assert (x.numpy() == expected).all()
+
+
+# -- Buffers one call made and the other used: caches, and addresses handed out again -------
+
+
+def test_a_buffer_the_first_call_made_and_the_second_uses_is_found_either_way_round(cpu):
+    cache = []
+
+    def step():
+        if not cache:  # a cache filled on the first call only, and kept
+            cache.append(wp.zeros(8, dtype=float, device=cpu))
+        wp.launch(K.add_one, dim=8, inputs=[cache[0]], device=cpu)
+
+    first, second = record(step), record(step)
+    (made,) = first.allocations
+    assert [alloc for _, alloc in reused(first, second)] == [made]
+    assert not any(type(item) is tuple for item in second._items)  # read: it ran after the cache was made
+    # The other way round: the second call made nothing, and the first used nothing before it was made.
+    assert list(reused(second, first)) == []
+    assert first.diff(second) == [] and second.diff(first) == []
+
+
+def test_memory_made_at_an_address_the_other_call_used_before_is_no_reuse(cpu):
+    # A buffer made at an address an earlier call used for other memory (the allocator hands
+    # addresses out again; here a wrapped host array, at a known address) is the call's own
+    # temporary, matched with the earlier call's like any other.
+    host_x, host_y = np.zeros(8, dtype=np.float32), np.zeros(8, dtype=np.float32)
+    x = wp.array(host_x, dtype=float, device=cpu, copy=False)
+
+    def step(host):
+        wp.launch(K.add_one, dim=8, inputs=[x], device=cpu)
+        wrapped = wp.array(host, dtype=float, device=cpu, copy=False)
+        wp.launch(K.add_one, dim=8, inputs=[wrapped], device=cpu)
+
+    first, second = record(lambda: step(host_y)), record(lambda: step(host_x))
+    assert [alloc.start for alloc in second.allocations] == [x.ptr]  # made where the first call's x is
+    assert list(reused(second, first)) == []
+    assert all(type(item) is tuple for item in first._items)  # it all came before: left unread
+    assert first.diff(second) == [] and second.diff(first) == []
+    # The same verdict as for a wrapped array anywhere else.
+    elsewhere = record(lambda: step(np.zeros(8, dtype=np.float32)))
+    assert first.diff(elsewhere) == [] and elsewhere.diff(first) == []
