@@ -362,9 +362,8 @@ def _walk(
     out = BufferSet()
     buffers = out._buffers
     seen: set[int] = set()
-    is_array = _warp.is_array
-    is_struct = _warp.is_struct_instance
     array_span = _warp.array_span
+    array_parts = _warp.array_parts
     structure_handle = _warp.structure_handle
 
     # An explicit stack, not recursion: deep object graphs must not hit the recursion
@@ -377,58 +376,65 @@ def _walk(
         obj, parent, key, join, depth = stack.pop()
         if id(obj) in seen:
             continue
-        path = _JOINS[join](parent, key)
-        if is_array(obj):
+        branch = _BRANCHES.get(type(obj))
+        if branch is None:
+            branch = _branch_of(obj)
+        if branch == _ARRAY:
             seen.add(id(obj))
             span = array_span(obj)
+            parts = array_parts(obj)
+            if span is None and not parts and found is None:
+                continue  # a null array (an empty one, as simulators hold by the hundred): nothing to name
+            path = _JOINS[join](parent, key)
             if span is not None:
                 buffers.append(Buffer(span[0], span[1], path))
             if found is not None:
                 found.append((path, obj))
-            for name, inner in _warp.array_parts(obj):
+            for name, inner in parts:
                 stack.append((inner, path, name, _ATTR, depth))
             continue
-        handle = structure_handle(obj)
-        if handle is not None:
-            # A mesh, hash grid, BVH or volume reaches kernels as its id: owned as a one-byte
-            # handle, so a structure rebuilt after capture is a stale handle in the graph.
-            buffers.append(Buffer(handle, handle + 1, f"{path}.id"))
-        if type(obj) is np.ndarray:
+        path = _JOINS[join](parent, key)
+        if branch == _HOST_ARRAY:
             # Host memory the producer keeps (a staging array): owned like its Warp arrays.
             seen.add(id(obj))
             span = _host_span(obj)
             if span is not None:
                 buffers.append(Buffer(span[0], span[1], path))
             continue
-        if isinstance(obj, _LEAVES):
+        if branch == _LEAF:
             if type(obj) not in _LEAF_TYPES:  # an enum member, a numpy scalar: later ones are not pushed
                 if len(_LEAF_TYPES) >= 4096:
                     _LEAF_TYPES.intersection_update(_PLAIN_LEAF_TYPES)  # classes made on the fly are not kept
                 _LEAF_TYPES.add(type(obj))
             continue
+        if branch == _STRUCTURE:
+            handle = structure_handle(obj)
+            if handle is not None:
+                # A mesh, hash grid, BVH or volume reaches kernels as its id: owned as a one-byte
+                # handle, so a structure rebuilt after capture is a stale handle in the graph.
+                buffers.append(Buffer(handle, handle + 1, f"{path}.id"))
         if depth > max_depth:
             continue
         seen.add(id(obj))
         if visit is not None:
             visit(path, obj)
-        kind = type(obj)
         items: Any
-        if kind is list or kind is tuple:
+        if branch == _SEQUENCE:
             items, join = enumerate(obj), _INDEX
-        elif kind is dict:
+        elif branch == _DICT:
             stack.extend(_entries(list(obj.items()), path, depth + 1))
             continue
-        elif is_struct(obj):
+        elif branch == _STRUCT:
             items, join = [(f, getattr(obj, f, None)) for f in _warp.struct_fields(obj) or ()], _ATTR
-        elif _warp.is_warp_handle(obj):
+        elif branch == _HANDLE:
             continue
-        elif isinstance(obj, types.MethodType):
+        elif branch == _METHOD:
             items, join = [(None, obj.__self__)], _SAME
-        elif isinstance(obj, types.FunctionType):
+        elif branch == _FUNCTION:
             items, join = _variables(obj), _VARIABLE
-        elif isinstance(obj, functools.partial):
+        elif branch == _PARTIAL:
             items, join = [("func", obj.func), ("args", obj.args), ("keywords", obj.keywords), *_attributes(obj)], _ATTR
-        elif isinstance(obj, Mapping):
+        elif branch == _MAPPING:
             try:
                 entries = list(obj.items())
             except Exception:  # a mapping whose items() fails is looked into no further
@@ -440,12 +446,11 @@ def _walk(
             )
             stack.extend(_entries(entries, path, depth + 1, keys=keys, values=values))
             continue
-        elif isinstance(obj, (list, tuple)):
-            items, join = enumerate(obj), _INDEX
-        elif isinstance(obj, (set, frozenset)):
+        elif branch == _SET:
             items, join = enumerate(obj), _MEMBER
-        else:
+        else:  # any other object (a structure too): its attributes, and the members of a built-in container
             items, join = _attributes(obj), _ATTR
+            kind = type(obj)
             members = _MEMBERS.get(kind)
             if members is None:
                 members = remember(_MEMBERS, kind, _members_join(kind))  # (bounded: classes made on the fly)
@@ -475,6 +480,58 @@ _JOINS: tuple[Callable[[str, Any], str], ...] = (
     lambda parent, key: f"{parent}.keys()[{key}]",
     lambda parent, key: f"{parent}.values()[{key}]",
 )
+# What the walk does with an object (see _branch_of).
+_ARRAY, _HOST_ARRAY, _LEAF, _STRUCTURE, _SEQUENCE, _DICT, _STRUCT, _HANDLE, _METHOD, _FUNCTION, _PARTIAL, _MAPPING, \
+    _SET, _OBJECT = range(14)  # fmt: skip
+
+
+def _branch_of(obj: Any) -> int:
+    """What the walk does with ``obj``: the first of its questions that ``obj`` answers yes.
+
+    The answers are kept per type (:data:`_BRANCHES`) where the type alone gives them: the
+    walk meets hundreds of objects of a few types (arrays, a model's attribute specs), and
+    asks each type its dozen questions once. Not kept for a type that looks attributes up
+    its own way or has a ``__class__`` of its own (a proxy, a mock), whose objects can
+    answer otherwise one by one.
+    """
+    kind = type(obj)
+    if _warp.is_array(obj):
+        branch = _ARRAY
+    elif isinstance(obj, _warp.structure_classes()):
+        branch = _STRUCTURE  # a plain object to the questions below; reaches kernels by its id
+    elif kind is np.ndarray:
+        branch = _HOST_ARRAY
+    elif isinstance(obj, _LEAVES):
+        branch = _LEAF
+    elif kind is list or kind is tuple:
+        branch = _SEQUENCE
+    elif kind is dict:
+        branch = _DICT
+    elif _warp.is_struct_instance(obj):
+        branch = _STRUCT
+    elif _warp.is_warp_handle(obj):
+        branch = _HANDLE
+    elif isinstance(obj, types.MethodType):
+        branch = _METHOD
+    elif isinstance(obj, types.FunctionType):
+        branch = _FUNCTION
+    elif isinstance(obj, functools.partial):
+        branch = _PARTIAL
+    elif isinstance(obj, Mapping):
+        branch = _MAPPING
+    elif isinstance(obj, (list, tuple)):
+        branch = _SEQUENCE
+    elif isinstance(obj, (set, frozenset)):
+        branch = _SET
+    else:
+        branch = _OBJECT
+    if kind.__getattribute__ is object.__getattribute__ and not any("__class__" in vars(c) for c in kind.__mro__[:-1]):
+        remember(_BRANCHES, kind, branch)  # (bounded: classes made on the fly)
+    return branch
+
+
+#: type -> what the walk does with its objects (see _branch_of).
+_BRANCHES: dict[type, int] = {}
 _PLAIN_LEAF_TYPES: frozenset[type] = frozenset({str, bytes, int, float, bool, complex, type(None)})
 # Types whose objects are never pushed onto the walk's stack: the plain values, and every
 # type the walk met as a leaf (an IntEnum's members: Newton's models hold hundreds).
@@ -596,14 +653,19 @@ def _attributes(obj: Any) -> list[tuple[str, Any]]:
     plan = _ATTRIBUTE_PLANS.get(kind)
     if plan is None:
         plan = remember(_ATTRIBUTE_PLANS, kind, _attribute_plan(kind))  # (bounded: classes made on the fly)
-    fields, slots = plan
+    fields, slots, plain = plan
+    d = getattr(obj, "__dict__", None)
+    if plain and type(d) is dict and (not fields or tuple(itertools.islice(d, len(fields))) == fields):
+        # The usual object: its fields (if any) are entries of its __dict__, read there as
+        # getattr would, and first in it, in their order (as a dataclass's __init__ sets
+        # them): its entries are the attributes, in order, each read once.
+        return list(d.items())
     attrs: dict[str, Any] = {}
     for name in fields:
         try:
             attrs[name] = getattr(obj, name)
         except AttributeError:
             pass
-    d = getattr(obj, "__dict__", None)
     if isinstance(d, dict):
         for k, v in d.items():
             attrs.setdefault(str(k), v)
@@ -617,12 +679,13 @@ def _attributes(obj: Any) -> list[tuple[str, Any]]:
     return list(attrs.items())
 
 
-# type -> (its dataclass fields' names, its slots' names along the MRO): what _attributes
-# reads, worked out once per type (the walk meets hundreds of objects of a few types).
-_ATTRIBUTE_PLANS: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+# type -> (its dataclass fields' names, its slots' names along the MRO, whether its __dict__
+# alone answers for its attributes): what _attributes reads, worked out once per type (the
+# walk meets hundreds of objects of a few types).
+_ATTRIBUTE_PLANS: dict[type, tuple[tuple[str, ...], tuple[str, ...], bool]] = {}
 
 
-def _attribute_plan(kind: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _attribute_plan(kind: type) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
     fields = tuple(f.name for f in dataclasses.fields(kind)) if dataclasses.is_dataclass(kind) else ()
     slots: list[str] = []
     for cls in kind.__mro__:
@@ -630,4 +693,20 @@ def _attribute_plan(kind: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
         if isinstance(names, str):
             names = (names,)
         slots += [name for name in names if name not in ("__dict__", "__weakref__")]
-    return fields, tuple(slots)
+    # getattr reads a field from __dict__ unless the class looks attributes up its own way or
+    # a data descriptor of the class (a property) takes the name over.
+    plain = (
+        not slots
+        and kind.__getattribute__ is object.__getattribute__
+        and not any(_data_descriptor(kind, name) for name in fields)
+    )
+    return fields, tuple(slots), plain
+
+
+def _data_descriptor(kind: type, name: str) -> bool:
+    """Whether the class attribute ``name`` of ``kind`` (along its MRO) is a data descriptor."""
+    for cls in kind.__mro__:
+        if name in cls.__dict__:
+            handler = type(cls.__dict__[name])
+            return hasattr(handler, "__set__") or hasattr(handler, "__delete__")
+    return False

@@ -292,3 +292,65 @@ def test_a_fixedarray_annotation_an_owner_holds_is_no_buffer():
 
     holder = Holder()
     assert [b.label for b in gc.buffers_of(holder)] == ["obj0.values"]
+
+
+@dataclasses.dataclass
+class Pair:
+    a: object
+    b: object
+
+
+@dataclasses.dataclass(init=False)
+class SetBackwards(Pair):
+    def __init__(self, value):  # its __dict__ holds b before a
+        self.b = value
+        self.a = value
+
+
+class Shadowed(Pair):
+    """A dataclass whose field ``a`` a property takes over: getattr reads it, not ``__dict__['a']``."""
+
+    a = property(lambda self: self.__dict__["real"])
+
+
+def test_the_walk_reads_a_dataclass_fields_first_as_getattr_reads_them(cpu):
+    x, decoy = wp.zeros(1, dtype=float, device=cpu), wp.zeros(1, dtype=float, device=cpu)
+    # An array reached twice is named by the first way in: a dataclass's fields come first, in their order.
+    assert gc.buffers_of(Pair(x, x), root="p").labels() == ["p.a"]
+    assert gc.buffers_of(SetBackwards(x), root="p").labels() == ["p.a"]
+    shadowed = Shadowed.__new__(Shadowed)
+    shadowed.__dict__.update(a=decoy, b=None, real=x)
+    assert dict(gc.buffers.arrays_of(shadowed, root="s")) == {"s.a": x}
+
+
+def test_the_walk_asks_each_object_what_it_is_where_its_type_cannot_say(cpu):
+    array, inner, hidden = (wp.zeros(1, dtype=float, device=cpu) for _ in range(3))
+
+    class Holder:
+        def __init__(self):
+            self.inner = inner
+
+    holder = Holder()
+    # A weak proxy is what it refers to, object by object: one to an array, one to a holder.
+    found = dict(gc.buffers.arrays_of([weakref.proxy(array), weakref.proxy(holder)], root="p"))
+    assert found.keys() == {"p[0]", "p[1].inner"}
+
+    device_class = type(wp.get_device(cpu))
+
+    class Disguised:  # its objects say which class they are, one by one
+        def __init__(self, as_device, **attributes):
+            self.as_device = as_device
+            self.__dict__.update(attributes)
+
+        @property
+        def __class__(self):
+            return device_class if self.as_device else Disguised
+
+    held = [Disguised(False, shown=array), Disguised(True, hidden=hidden)]
+    assert gc.buffers_of(held, root="h").labels() == ["h[0].shown"]  # a Warp device is not entered
+
+
+def test_the_walk_names_a_null_array_only_where_the_arrays_are_asked_for(cpu):
+    empty = wp.empty(0, dtype=float, device=cpu)
+    assert len(gc.buffers_of([empty])) == 0
+    assert dict(gc.buffers.arrays_of([empty], root="h")) == {"h[0]": empty}

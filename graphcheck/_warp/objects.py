@@ -305,11 +305,12 @@ def array_range(arr: Any) -> tuple[int, int] | None:
 
 def array_span(arr: Any) -> tuple[int, int] | None:
     """``(start, end)`` of a dense array's memory (the fast path of :func:`array_range`)."""
-    if type(arr) is _types.array and arr.is_contiguous:
+    if type(arr) is _types.array:
         ptr = arr.ptr
-        if not ptr:
+        if not ptr:  # a null array (an empty one: a simulator holds hundreds), which is not contiguous
             return None
-        return ptr, ptr + max(arr.capacity, 1)
+        if arr.is_contiguous:
+            return ptr, ptr + max(arr.capacity, 1)
     return array_range(arr)
 
 
