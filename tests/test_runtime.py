@@ -155,6 +155,16 @@ def test_every_step_of_installing_and_removing_has_a_checkpoint():
     assert "stop: trace ended" in labels and "stop: context reset" in labels
 
 
+def test_the_patches_on_one_namespace_go_in_and_out_in_one_step():
+    # Warp's native library holds dozens of hooked functions: one update of its namespace
+    # each way, not a setattr per function (every gc.capture installs and removes them).
+    labels = checkpoint_labels()
+    (native,) = [label for label in labels if label.startswith("install CDLL (")]
+    assert "wp_cpu_launch_kernel" in native and native.count(",") > 10
+    assert f"remove {native.removeprefix('install ')}" in labels
+    assert len([label for label in labels if label.startswith("install ")]) < len(_warp.HOOKS._patches)
+
+
 @pytest.mark.parametrize("step", ["install", "remove", "stop"])
 def test_an_interrupt_at_any_step_leaves_no_hook_and_the_next_trace_works(step):
     labels = [label for label in checkpoint_labels() if label.startswith(step)]

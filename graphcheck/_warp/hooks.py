@@ -44,6 +44,7 @@ removed when the last one ends: while nothing is recorded, Warp runs untouched.
 from __future__ import annotations
 
 import contextvars
+import functools
 import inspect
 import sys
 import types
@@ -126,6 +127,11 @@ def current_session() -> Any:
 # whatever happens to be there), so an interrupt at any step leaves a state the next
 # install or removal completes, and installing twice is the same as installing once.
 #
+# The patches on one namespace (a Warp module, the native library's ctypes functions) go
+# in and out as one update of its `__dict__`: setting one of those attributes is setting
+# that entry, and one update is one step an interrupt cannot split. A class's attributes
+# and a function's code are set one by one (setattr keeps a class's caches right).
+#
 # A hook stays callable after it is removed: a thread still inside one forwards to Warp,
 # whose original it holds for good; a woven function's globals (the few `_graphcheck_*`
 # names in Warp's module) stay too, inert, for a thread still running its old code.
@@ -161,6 +167,9 @@ class Hooks:
 
     def __init__(self) -> None:
         self._patches: list[_Patch] | None = None
+        # (label, put the hooks in, put Warp's own back) per step: see _steps
+        self._steps: list[tuple[str, Callable[[], None], Callable[[], None]]] = []
+        self._stepped: list[_Patch] | None = None  # the patches _steps was made from
         self.state = "out"
         self.checkpoint: Callable[[str], None] | None = None
 
@@ -174,13 +183,13 @@ class Hooks:
         if self.state == "in":
             return
         check_warp()
-        patches = self._plan(recorder)
+        self._plan(recorder)
         self.state = "partial"
-        checkpoint = self.checkpoint  # (a local and setattr in the loop: every gc.capture installs and removes 85)
-        for patch in patches:
+        checkpoint = self.checkpoint  # (a local: every gc.capture installs and removes every step)
+        for label, put_in, _ in self._steps:
             if checkpoint is not None:
-                checkpoint(f"install {patch.label}")
-            setattr(patch.owner, patch.name, patch.replacement)
+                checkpoint(f"install {label}")
+            put_in()
         self.state = "in"
 
     def remove(self) -> None:
@@ -189,20 +198,50 @@ class Hooks:
             return
         self.state = "partial"
         checkpoint = self.checkpoint
-        for patch in reversed(self._patches or ()):
+        for label, _, take_out in reversed(self._steps):
             if checkpoint is not None:
-                checkpoint(f"remove {patch.label}")
-            setattr(patch.owner, patch.name, patch.original)
+                checkpoint(f"remove {label}")
+            take_out()
         self.state = "out"
 
     def left_behind(self) -> list[str]:
         """Labels of the hooks in place right now."""
         return [p.label for p in self._patches or () if p.in_place()]
 
-    def _plan(self, recorder: Recorder) -> list[_Patch]:
+    def _plan(self, recorder: Recorder) -> None:
         if self._patches is None:
             self._patches = _plan_patches(recorder)
-        return self._patches
+        if self._stepped is not self._patches:  # the steps are made from the patches planned now
+            self._steps, self._stepped = _steps(self._patches), self._patches
+
+
+def _steps(patches: list[_Patch]) -> list[tuple[str, Callable[[], None], Callable[[], None]]]:
+    """``(label, put in, take out)`` of every step that installs ``patches``, in order: the
+    patches on one namespace (a module, or an object whose attributes live in its
+    ``__dict__``) as one update of it, at the place of its first patch; the others one by one."""
+    order: list[Any] = []  # a patch, or the owner of a namespace's patches
+    namespaces: dict[int, list[_Patch]] = {}
+    for patch in patches:
+        owner = patch.owner
+        if isinstance(owner, (type, types.FunctionType)) or type(getattr(owner, "__dict__", None)) is not dict:
+            order.append(patch)
+        elif id(owner) in namespaces:
+            namespaces[id(owner)].append(patch)
+        else:
+            namespaces[id(owner)] = [patch]
+            order.append(owner)
+    steps: list[tuple[str, Callable[[], None], Callable[[], None]]] = []
+    for item in order:
+        if isinstance(item, _Patch):
+            steps.append((item.label, functools.partial(setattr, item.owner, item.name, item.replacement),
+                          functools.partial(setattr, item.owner, item.name, item.original)))  # fmt: skip
+            continue
+        group = namespaces[id(item)]
+        update = item.__dict__.update
+        label = f"{getattr(item, '__name__', None) or type(item).__name__} ({', '.join(p.label for p in group)})"
+        steps.append((label, functools.partial(update, {p.name: p.replacement for p in group}),
+                      functools.partial(update, {p.name: p.original for p in group})))  # fmt: skip
+    return steps
 
 
 HOOKS = Hooks()
