@@ -433,6 +433,13 @@ class _Comparison:
             keys_b = [r.match_key(streams) for r in mid_b]
             middle = align(keys_a, keys_b, ids_a, ids_b)
         pairs = [(None if i is None else head + i, None if j is None else head + j) for i, j in middle]
+        # Launches that differ mostly differ in a temporary or two: one call's launch is read
+        # from the other's (the capture's, read first by the checks), before the numbering
+        # of temporaries reads the rest.
+        for i, j in pairs:
+            if i is not None and j is not None:
+                records_a[i].read_like(records_b[j])
+                records_b[j].read_like(records_a[i])
         out = self.out
         # The common prefix and suffix are the same operations: only their conditionals'
         # bodies are left to compare.

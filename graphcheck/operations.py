@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import _warp
 from ._memo import ByIdentity, remember
-from .params import Address, ArrayRef, ParamSpec, decode, launch_dim
+from .params import Address, ArrayRef, ParamSpec, decode, decode_like, launch_dim
 from .site import UNKNOWN_SITE, Site, site_of
 
 if TYPE_CHECKING:
@@ -245,6 +245,19 @@ class LaunchRecord:
         if args is None:
             args = self._args = decoded(self.layout, self.param_bytes) if self._params is not None else {}
         return args
+
+    def read_like(self, other: LaunchRecord) -> None:
+        """Read the arguments from ``other``'s, a launch of the same kernel whose arguments are
+        read: only the parameters whose bytes differ are decoded. A reference call's launch
+        and its capture's differ in a temporary or two, of some twenty parameters."""
+        if (
+            self._args is None
+            and other._args is not None
+            and self._params is not None
+            and type(other._params) is tuple  # a launch whose arguments were decoded
+            and self.layout is other.layout
+        ):
+            self._args = decoded(self.layout, self.param_bytes, other)
 
     def arrays(self) -> Iterator[tuple[str, ArrayRef]]:
         """``(argument name, ArrayRef)`` of every non-null array argument."""
@@ -563,11 +576,16 @@ def split_block(block: bytes, key: tuple[Any, Any]) -> tuple[bytes, ...]:
 _decoded_args: dict[tuple[int, tuple[bytes, ...]], tuple[tuple[ParamSpec, ...], dict[str, Any]]] = {}
 
 
-def decoded(layout: tuple[ParamSpec, ...], params: tuple[bytes, ...]) -> dict[str, Any]:
+def decoded(
+    layout: tuple[ParamSpec, ...], params: tuple[bytes, ...], like: LaunchRecord | None = None
+) -> dict[str, Any]:
+    """The arguments of a parameter block: from ``like`` (a launch of the same layout, its
+    arguments read) where it can (see :func:`~graphcheck.params.decode_like`), else whole."""
     key = (id(layout), params)
     entry = _decoded_args.get(key)
     if entry is None or entry[0] is not layout:
-        entry = remember(_decoded_args, key, (layout, decode(layout, params)))
+        args = decode_like(layout, params, like._params, like._args) if like is not None else None  # type: ignore[arg-type]
+        entry = remember(_decoded_args, key, (layout, args if args is not None else decode(layout, params)))
     return entry[1]
 
 

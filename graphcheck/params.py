@@ -18,7 +18,7 @@ import ctypes
 import enum
 import math
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -390,6 +390,37 @@ def decode(layout: Sequence[ParamSpec], params: Sequence[bytes]) -> dict[str, An
                     out[name] = value
         else:
             out[f"param{i}"] = Opaque(raw, "hidden parameter")
+    return out
+
+
+def decode_like(
+    layout: Sequence[ParamSpec], params: Sequence[bytes], like: Sequence[bytes], like_args: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """:func:`decode` of ``params``, worked out from another block of the same layout that
+    decodes as ``like_args``: only the parameters whose bytes differ are read. A step's
+    reference call and its capture pass the same arguments to a launch but for their
+    temporaries, in one or two of its parameters.
+
+    Returns None where that cannot be: another number of parameters, parameters beyond the
+    layout, or a parameter that decodes to other names (an indexed array names its index
+    arrays only when they are set). :func:`decode` then reads the block whole.
+    """
+    count = len(params)
+    if count != len(like) or count != len(layout):
+        return None
+    out = dict(like_args)  # the same names in the same order: only values change
+    for i in range(1, count):
+        raw, other = params[i], like[i]
+        if raw is other or raw == other:
+            continue
+        spec = layout[i]
+        if spec.kind is ParamKind.ARRAY:
+            out[spec.name] = _array_ref(spec, raw)
+            continue
+        items = _read_param(spec, raw)
+        if [name for name, _ in items] != [name for name, _ in _read_param(spec, other)]:
+            return None
+        out.update(items)
     return out
 
 

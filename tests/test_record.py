@@ -613,6 +613,55 @@ def test_recorded_bytes_equal_warps_own_packing(cpu):
     assert decode(kernel_layout(K.echo), expected)["f"] == 1.5
 
 
+def _echo(out, f, params, device):
+    wp.launch(K.echo, dim=1, device=device,
+              inputs=[out, f, -7, wp.vec3(1.0, 2.0, 3.0), wp.mat22(1.0, 2.0, 3.0, 4.0), 2.25, 0.5, True, params])  # fmt: skip
+
+
+def test_a_launch_read_from_another_reads_only_what_differs_and_decodes_alike(cpu):
+    from graphcheck.params import decode, decode_like
+
+    def params(scratch):
+        p = K.Params()
+        p.gravity = wp.vec3(0.5, -9.8, 1.5)
+        p.scratch = scratch
+        return p
+
+    out, other = wp.zeros(12, dtype=float, device=cpu), wp.zeros(12, dtype=float, device=cpu)
+    p, q = params(wp.zeros(4, dtype=float, device=cpu)), params(wp.zeros(4, dtype=float, device=cpu))
+    with gc.trace_launches() as first:
+        _echo(out, 1.5, p, cpu)
+    with gc.trace_launches() as second:
+        _echo(other, 2.5, q, cpu)  # an array, a scalar and a struct's array differ
+    ra, rb = first[0], second[0]
+    whole = decode(rb.layout, rb.param_bytes)
+    like = decode_like(rb.layout, rb.param_bytes, ra.param_bytes, ra.args)
+    assert like == whole and list(like) == list(whole)
+    assert (like["out"].ptr, like["f"], like["p.scratch"].ptr) == (other.ptr, 2.5, q.scratch.ptr)
+    rb.read_like(ra)
+    assert rb.args == whole and list(rb.args) == list(whole)
+
+
+def test_a_launch_whose_arguments_decode_to_other_names_is_read_whole(cpu):
+    from graphcheck.params import decode, decode_like
+    from tests import judgement_kernels as J
+
+    data, idx = wp.zeros(8, dtype=float, device=cpu), wp.array([0, 2, 4, 6], dtype=int, device=cpu)
+    with gc.trace_launches() as plain:
+        wp.launch(J.add_indexed, dim=4, inputs=[wp.indexedarray(data)], device=cpu)
+    with gc.trace_launches() as indexed:
+        wp.launch(J.add_indexed, dim=4, inputs=[wp.indexedarray(data, [idx])], device=cpu)
+    ra, rb = plain[0], indexed[0]
+    # The index array is named only when set: the block is decoded whole, and so is one with
+    # another number of parameters than its layout.
+    assert decode_like(rb.layout, rb.param_bytes, ra.param_bytes, ra.args) is None
+    assert decode_like(rb.layout, (*rb.param_bytes, b"x"), (*ra.param_bytes, b"y"), ra.args) is None
+    rb.read_like(ra)
+    whole = decode(rb.layout, rb.param_bytes)
+    assert rb.args == whole and list(rb.args) == ["a", "a.indices[0]"]
+    assert rb.args["a.indices[0]"].ptr == idx.ptr
+
+
 def test_recorded_adjoint_bytes_equal_warps_own_packing(cpu):
     from graphcheck.packing import expected_params
 
