@@ -325,6 +325,13 @@ class LaunchTrace:
         order = self._alloc_order
         counts: dict[tuple[Any, ...], int] = {}
         order.clear()
+        kinds = {(a.site, a.dtype, a.device) for a in self.allocations}
+        if len(kinds) == len(self.allocations):
+            # Each the only one of its site, type and device (MuJoCo Warp's temporaries): each
+            # is the 0th, whatever the order of first use, and the operations are left unread.
+            for a in self.allocations:
+                order[id(a)] = (a, (a.site, -1 if a in self._kept else 0))
+            return
 
         def number(a: Allocation, body: Any = None) -> None:
             if id(a) in order:

@@ -198,3 +198,36 @@ def test_memory_made_at_an_address_the_other_call_used_before_is_no_reuse(cpu):
     # The same verdict as for a wrapped array anywhere else.
     elsewhere = record(lambda: step(np.zeros(8, dtype=np.float32)))
     assert first.diff(elsewhere) == [] and elsewhere.diff(first) == []
+
+
+def test_temporaries_are_numbered_by_first_use_among_those_made_at_one_line(cpu):
+    def step():
+        made = [wp.zeros(8, dtype=float, device=cpu) for _ in range(2)]  # two of a kind at one line
+        for scratch in reversed(made):  # used in the other order
+            wp.launch(K.add_one, dim=8, inputs=[scratch], device=cpu)
+
+    trace = record(step)
+    first_made, second_made = trace.allocations
+    assert [k for _, k in map(trace.allocation_order, (second_made, first_made))] == [0, 1]
+    assert not any(type(item) is tuple for item in trace._items)  # read, to find the first uses
+
+
+def test_temporaries_each_the_only_one_of_its_kind_are_numbered_without_reading_the_launches(cpu):
+    def step(swap=False):
+        a = wp.zeros(8, dtype=float, device=cpu)
+        b = wp.zeros(8, dtype=wp.int32, device=cpu)  # another type: another kind, made at the same line
+        c = wp.zeros(8, dtype=float, device=cpu)
+        for scratch in (a, c) if swap else (c, a):
+            wp.launch(K.add_one, dim=8, inputs=[scratch], device=cpu)
+        return b
+
+    first, second = record(step), record(step)
+    assert [trace.allocation_order(alloc)[1] for trace in (first, second) for alloc in trace.allocations] == [0] * 6
+    assert all(type(item) is tuple for trace in (first, second) for item in trace._items)  # left unread
+    assert first.diff(second) == []  # each matched with its twin, wherever the allocator put it
+    # Temporaries used in another order are found, and named.
+    line = step.__code__.co_firstlineno
+    lines = first.diff(record(lambda: step(swap=True)))
+    assert len(lines) == 2
+    assert f"(temporary #0 from test_compare.py:{line + 3}+0) vs" in lines[0]
+    assert f"(temporary #0 from test_compare.py:{line + 1}+0) (Δ" in lines[0]
