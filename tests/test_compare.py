@@ -213,13 +213,15 @@ def test_temporaries_are_numbered_by_first_use_among_those_made_at_one_line(cpu)
 
 
 def test_temporaries_each_the_only_one_of_its_kind_are_numbered_without_reading_the_launches(cpu):
+    kept = []  # held, so that no call's temporary lands where an earlier one was
+
     def step(swap=False):
         a = wp.zeros(8, dtype=float, device=cpu)
         b = wp.zeros(8, dtype=wp.int32, device=cpu)  # another type: another kind, made at the same line
         c = wp.zeros(8, dtype=float, device=cpu)
         for scratch in (a, c) if swap else (c, a):
             wp.launch(K.add_one, dim=8, inputs=[scratch], device=cpu)
-        return b
+        kept.append((a, b, c))
 
     first, second = record(step), record(step)
     assert [trace.allocation_order(alloc)[1] for trace in (first, second) for alloc in trace.allocations] == [0] * 6
