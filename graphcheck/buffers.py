@@ -525,9 +525,16 @@ def _branch_of(obj: Any) -> int:
         branch = _SET
     else:
         branch = _OBJECT
-    if kind.__getattribute__ is object.__getattribute__ and not any("__class__" in vars(c) for c in kind.__mro__[:-1]):
+    if kind in _BUILT_IN_CONTAINERS or (
+        kind.__getattribute__ is object.__getattribute__ and not any("__class__" in vars(c) for c in kind.__mro__[:-1])
+    ):
         remember(_BRANCHES, kind, branch)  # (bounded: classes made on the fly)
     return branch
+
+
+# Built-in containers, which look attributes up their own way (in C) but whose objects are
+# of their class and no other.
+_BUILT_IN_CONTAINERS = frozenset({list, tuple, dict, set, frozenset})
 
 
 #: type -> what the walk does with its objects (see _branch_of).
@@ -642,6 +649,8 @@ def _host_span(array: np.ndarray) -> tuple[int, int] | None:
     if not array.size or array.dtype.hasobject:
         return None
     start = array.__array_interface__["data"][0]
+    if array.flags.c_contiguous:  # what the sums below come to (only a dimension of 1 may have another stride)
+        return start, start + array.nbytes
     low = sum((n - 1) * st for n, st in zip(array.shape, array.strides) if st < 0)
     high = sum((n - 1) * st for n, st in zip(array.shape, array.strides) if st > 0)
     return start + low, start + high + array.itemsize

@@ -354,3 +354,16 @@ def test_the_walk_names_a_null_array_only_where_the_arrays_are_asked_for(cpu):
     empty = wp.empty(0, dtype=float, device=cpu)
     assert len(gc.buffers_of([empty])) == 0
     assert dict(gc.buffers.arrays_of([empty], root="h")) == {"h[0]": empty}
+
+
+def test_a_kept_numpy_array_owns_the_bytes_its_strides_reach():
+    base = np.zeros((4, 6), dtype=np.float32)
+    start = base.__array_interface__["data"][0]
+    spans = {
+        "whole": (base, start, start + 96),
+        "row": (base[1:2], start + 24, start + 48),  # contiguous
+        "column": (base[:, 2], start + 8, start + 84),  # strided: first to last element
+        "backwards": (base[::-1, ::-2], start + 4, start + 96),  # negative strides
+    }
+    for name, (array, low, high) in spans.items():
+        assert gc.buffers_of(array, root=name).find(low, high - low).nbytes == high - low, name
