@@ -138,25 +138,49 @@ class BufferSet:
             self._starts, self._ends, self._owners = [b.start for b in ordered], [b.end for b in ordered], ordered
             self._dirty = False
             return
-        # Sweep the range boundaries in address order, keeping the ranges open at each
-        # point in a heap keyed by size (then insertion order): each elementary segment
-        # between two boundaries belongs to the smallest open range. Ranges that end are
-        # dropped lazily when they surface at the top of the heap.
-        events: list[int] = []
-        for b in self._buffers:
-            events.append(b.start)
-            events.append(b.end)
-        points = sorted(set(events))
-        order = sorted(range(len(self._buffers)), key=lambda i: self._buffers[i].start)
-        heap: list[tuple[int, int, Buffer]] = []
+        # Else most ranges still share no byte with any other (a few views, a few arrays
+        # known by two names): only the clusters of ranges that overlap are swept, each
+        # range by its place in the set (which breaks ties between ranges of one size).
+        buffers = self._buffers
         starts: list[int] = []
         ends: list[int] = []
         owners: list[Buffer] = []
+        cluster: list[int] = []
+        reach = 0
+        for i in sorted(range(len(buffers)), key=buffers.__getitem__):
+            b = buffers[i]
+            if cluster and b.start < reach:
+                cluster.append(i)
+                reach = max(reach, b.end)
+                continue
+            self._sweep(cluster, starts, ends, owners)
+            cluster, reach = [i], b.end
+        self._sweep(cluster, starts, ends, owners)
+        self._starts, self._ends, self._owners = starts, ends, owners
+        self._dirty = False
+
+    def _sweep(self, cluster: list[int], starts: list[int], ends: list[int], owners: list[Buffer]) -> None:
+        """Append the segments of the ranges at positions ``cluster`` (in order of start),
+        which share no byte with any other range, to ``starts``, ``ends`` and ``owners``."""
+        buffers = self._buffers
+        if len(cluster) == 1:
+            b = buffers[cluster[0]]
+            if b.start < b.end:
+                starts.append(b.start)
+                ends.append(b.end)
+                owners.append(b)
+            return
+        # Sweep the range boundaries in address order, keeping the ranges open at each
+        # point in a heap keyed by size (then place in the set): each elementary segment
+        # between two boundaries belongs to the smallest open range. Ranges that end are
+        # dropped lazily when they surface at the top of the heap.
+        points = sorted({p for i in cluster for p in (buffers[i].start, buffers[i].end)})
+        heap: list[tuple[int, int, Buffer]] = []
         k = 0
         for left, right in itertools.pairwise(points):
-            while k < len(order) and self._buffers[order[k]].start <= left:
-                b = self._buffers[order[k]]
-                heapq.heappush(heap, (b.end - b.start, order[k], b))
+            while k < len(cluster) and buffers[cluster[k]].start <= left:
+                b = buffers[cluster[k]]
+                heapq.heappush(heap, (b.end - b.start, cluster[k], b))
                 k += 1
             while heap and heap[0][2].end <= left:
                 heapq.heappop(heap)
@@ -169,8 +193,6 @@ class BufferSet:
                 starts.append(left)
                 ends.append(right)
                 owners.append(owner)
-        self._starts, self._ends, self._owners = starts, ends, owners
-        self._dirty = False
 
     def locate(self, ptr: int) -> tuple[str, int] | None:
         """``(label, byte offset)`` of the innermost buffer holding ``ptr``, else None."""
