@@ -614,8 +614,8 @@ def test_recorded_bytes_equal_warps_own_packing(cpu):
 
 
 def _echo(out, f, params, device):
-    wp.launch(K.echo, dim=1, device=device,
-              inputs=[out, f, -7, wp.vec3(1.0, 2.0, 3.0), wp.mat22(1.0, 2.0, 3.0, 4.0), 2.25, 0.5, True, params])  # fmt: skip
+    inputs = [out, f, -7, wp.vec3(1.0, 2.0, 3.0), wp.mat22(1.0, 2.0, 3.0, 4.0), 2.25, 0.5, True, params]
+    wp.launch(K.echo, dim=1, inputs=inputs, device=device)
 
 
 def test_a_launch_read_from_another_reads_only_what_differs_and_decodes_alike(cpu):
