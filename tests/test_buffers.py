@@ -388,3 +388,10 @@ def test_a_kept_numpy_array_owns_the_bytes_its_strides_reach():
     }
     for name, (array, low, high) in spans.items():
         assert gc.buffers_of(array, root=name).find(low, high - low).nbytes == high - low, name
+
+
+def test_a_set_iterates_by_start_the_longer_first_then_in_the_order_added():
+    buffers = gc.BufferSet()
+    for start, end, label in [(50, 60, "late"), (0, 10, "inner"), (0, 40, "outer"), (0, 10, "alias"), (20, 30, "mid")]:
+        buffers.add_range(start, end, label)
+    assert buffers.labels() == ["outer", "inner", "alias", "mid", "late"]
