@@ -661,8 +661,8 @@ def held_by_warp(captured: LaunchTrace, reference: LaunchTrace | None) -> dict[i
     Warp holds them (its own caches), not the owners; a replay finds them where it left
     them, so they are not ``foreign-buffer``.
     """
-    if reference is None:
-        return {}
+    if reference is None or not any(alloc.by_warp for alloc in reference.allocations):
+        return {}  # the reference call made nothing for Warp (as a rule): the capture's ranges go unread
     return {
         address.start: alloc
         for address, alloc in reused(reference, captured)

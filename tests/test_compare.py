@@ -200,6 +200,21 @@ def test_memory_made_at_an_address_the_other_call_used_before_is_no_reuse(cpu):
     assert first.diff(elsewhere) == [] and elsewhere.diff(first) == []
 
 
+def test_buffers_warp_keeps_are_looked_for_only_where_the_reference_call_made_one_for_warp(cpu):
+    from graphcheck.checks import held_by_warp
+
+    kept = []
+
+    def step():
+        scratch = wp.zeros(8, dtype=float, device=cpu)  # the user's own temporary: no buffer Warp keeps
+        wp.launch(K.add_one, dim=8, inputs=[scratch], device=cpu)
+        kept.append(scratch)
+
+    reference, captured = record(step), record(step)
+    assert held_by_warp(captured, reference) == {}
+    assert all(type(item) is tuple for item in captured._items)  # left unread (warp.fem's test reads them)
+
+
 def test_temporaries_are_numbered_by_first_use_among_those_made_at_one_line(cpu):
     def step():
         made = [wp.zeros(8, dtype=float, device=cpu) for _ in range(2)]  # two of a kind at one line

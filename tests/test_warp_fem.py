@@ -71,6 +71,8 @@ def test_quadrature_formulas_warp_fem_keeps_are_not_foreign_and_replay_right(cac
     checked = gc.capture(energy.step, device=DEVICE, owners=(energy,))
     assert checked.report.ok and not checked.report.findings, str(checked.report)
     assert any("Warp" in note and "the owners need not" in note for note in checked.report.notes), str(checked.report)
+    if cache == "cold":  # made during the reference call: held by Warp from then on
+        assert any("made for itself during the reference call" in note for note in checked.report.notes)
     report = gc.verify_replay(Energy, steps=4, device=DEVICE, on_failure="ignore")
     assert report.ok and "values" in report.checks, str(report)
     twin = Energy()
