@@ -681,10 +681,7 @@ def ownership(captured: LaunchTrace, owned: BufferSet, held: dict[int, Allocatio
     # launches with the same arguments (one shared tuple of addresses) all inside the owned
     # buffers are judged once (whether a range is a temporary depends on when it is used;
     # whether it is owned does not).
-    # Whether a range is inside, per range object (launches share them: Newton's) and per
-    # (start, size) (MuJoCo Warp's launches name one range under several arguments).
-    inside: dict[Address, bool] = {}
-    inside_range: dict[tuple[int, int], bool] = {}
+    inside: dict[tuple[int, int], bool] = {}
     owned_tuples: set[int] = set()  # ids of address tuples all inside the owned buffers
     made = bool(captured.allocations)
     for index, record in enumerate(captured.records):
@@ -693,13 +690,10 @@ def ownership(captured: LaunchTrace, owned: BufferSet, held: dict[int, Allocatio
             continue
         all_owned = True
         for address in addresses:
-            known = inside.get(address)
+            key = (address.start, address.nbytes)
+            known = inside.get(key)
             if known is None:
-                key = (address.start, address.nbytes)
-                known = inside_range.get(key)
-                if known is None:
-                    known = inside_range[key] = address.start in held or owned.find(*key) is not None
-                inside[address] = known
+                known = inside[key] = address.start in held or owned.find(address.start, address.nbytes) is not None
             if known:
                 continue
             all_owned = False
