@@ -873,8 +873,10 @@ def capture(
         owners = InferredOwners(
             o for o in (fn, *args, *kwargs.values()) if not isinstance(o, (str, bytes, int, float, bool))
         )
-    # The fallback is checked here, where the call to fall back to is known.
-    guard = GraphGuard(device, ref, owners, CaptureOptions.of(settings, fallback=None), name=_callable_name(fn))
+    # The fallback is checked here, where the call to fall back to is known (the guard is made
+    # without it; options are rebuilt only when there is one: a rebuild validates every field).
+    unchecked = settings if settings.fallback is None else CaptureOptions.of(settings, fallback=None)
+    guard = GraphGuard(device, ref, owners, unchecked, name=_callable_name(fn))
     guard.options, guard._call = settings, (fn, args, kwargs)
     guard._block = (lambda: fn(*args, **kwargs)) if (args or kwargs) else fn
     code, lasti = _caller_site(2)
