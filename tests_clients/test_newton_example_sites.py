@@ -6,9 +6,9 @@ null`` (``newton_sites.build_example``), and its captured call is judged against
 alike and stepped eagerly: graphcheck's verdict is right when it agrees with the values (no
 finding and a replay equal to eager stepping, or a finding and a replay that differs).
 
-An example that downloads its assets, or imports OpenUSD where it is not installed, is skipped
-with that reason, read from its source. The others not judged yet are skipped as such, so the
-count of what is left stays in view.
+An example that downloads its assets, imports OpenUSD or loads a USD asset where OpenUSD is not
+installed, or raises unless it runs on a CUDA device, is skipped with that reason, read from its
+source. The others not judged yet are skipped as such, so the count of what is left stays in view.
 """
 
 from __future__ import annotations
@@ -37,21 +37,34 @@ JUDGED: dict[str, tuple[str, ...]] = {
     "basic.example_basic_dzhanibekov": (),
     "basic.example_basic_heightfield": (),
     "basic.example_basic_joints": (),
+    "basic.example_basic_plotting": ("--world-count", "2"),
+    "basic.example_basic_urdf": ("--world-count", "2"),
+    "basic.example_recording": ("--test", "--world-count", "2"),  # only --test makes its main block call run()
     "cable.example_cable_bundle_hysteresis": (),
     "cable.example_cable_cross_slide_table": (),
+    "cable.example_cable_initial_rest_pose": (),
     "cable.example_cable_pile": (),
+    "cable.example_cable_plectoneme": (),
     "cable.example_cable_twist": (),
     "cable.example_cable_y_junction": (),
     "cloth.example_cloth_poker_cards": (),  # findings, and a replay that differs
     "cloth.example_cloth_rollers": (),
+    "contacts.example_adaptive_collision": (),
+    "contacts.example_balance_bird": (),
     "contacts.example_domino_spiral": (),
     "contacts.example_newton_cradle": (),
     "contacts.example_pyramid": (),
     "multiphysics.example_softbody_dropping_to_cloth": (),
     "multiphysics.example_softbody_gift": (),
+    "multiphysics.example_xpbd_vbd_coupled_solver": (),
+    "selection.example_selection_articulations": ("--world-count", "2"),
+    "selection.example_selection_materials": ("--world-count", "2"),
+    "selection.example_selection_multiple": ("--world-count", "2"),
     "softbody.example_softbody_hanging": (),
+    "tendon.example_tendon_pinhole": (),
     "tendon.example_tendon_pulley": (),
     "vbd.example_cable_michell_threshold": (),
+    "vbd.example_cloth_stiff_material_stretch": (),
     "vbd.example_vbd_gripper_soft_grid": (),
     "vbd.example_vbd_gripper_soft_triangle": (),
 }
@@ -80,6 +93,10 @@ def cannot_run_here(source: str) -> str | None:
         return "downloads its assets (newton.utils.download_asset)"
     if re.search(r"^\s*(from|import) pxr\b", source, re.MULTILINE) and importlib.util.find_spec("pxr") is None:
         return "imports OpenUSD (pxr), which is not installed"
+    if "add_usd(" in source and importlib.util.find_spec("pxr") is None:
+        return "loads a USD asset (add_usd), and OpenUSD (pxr) is not installed"
+    if re.search(r'raise \w+\(\s*f?"[^"]*requires a CUDA device', source):
+        return "raises unless it runs on a CUDA device"
     return None
 
 
