@@ -6,9 +6,10 @@ null`` (``newton_sites.build_example``), and its captured call is judged against
 alike and stepped eagerly: graphcheck's verdict is right when it agrees with the values (no
 finding and a replay equal to eager stepping, or a finding and a replay that differs).
 
-An example that downloads its assets, imports OpenUSD or loads a USD asset where OpenUSD is not
-installed, or raises unless it runs on a CUDA device, is skipped with that reason, read from its
-source. The others not judged yet are skipped as such, so the count of what is left stays in view.
+An example that downloads its assets, imports a package (OpenUSD among them) or loads a USD asset
+where it is not installed, or raises unless it runs on a CUDA device, is skipped with that reason,
+read from its source. The others not judged yet are skipped as such, so the count of what is left
+stays in view.
 """
 
 from __future__ import annotations
@@ -103,6 +104,9 @@ def cannot_run_here(source: str) -> str | None:
         return "downloads its assets (newton.utils.download_asset)"
     if re.search(r"^\s*(from|import) pxr\b", source, re.MULTILINE) and importlib.util.find_spec("pxr") is None:
         return "imports OpenUSD (pxr), which is not installed"
+    for name in re.findall(r"^(?:from|import) (\w+)", source, re.MULTILINE):
+        if importlib.util.find_spec(name) is None:
+            return f"imports {name}, which is not installed"
     if "add_usd(" in source and importlib.util.find_spec("pxr") is None:
         return "loads a USD asset (add_usd), and OpenUSD (pxr) is not installed"
     if re.search(r'raise \w+\(\s*f?"[^"]*requires a CUDA device', source):
