@@ -55,6 +55,7 @@ JUDGED: dict[str, tuple[str, ...]] = {
     "contacts.example_domino_spiral": (),
     "contacts.example_newton_cradle": (),
     "contacts.example_pyramid": (),
+    "kamino.example_kamino_earworm_flowers": ("--stage-count", "2"),
     "multiphysics.example_admm_contact_solver": (),
     "multiphysics.example_mujoco_vbd_coupled_solver": (),
     "multiphysics.example_proxy_joint_gripper": (),
