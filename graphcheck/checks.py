@@ -970,13 +970,16 @@ def cpu_overloads(captured: LaunchTrace) -> list[Finding]:
         kernel = record.kernel_object
         if kernel is not None and id(kernel) not in first and record.kind == "launch":
             first[id(kernel)] = (index, record)
-    overloads: dict[tuple[str, int], list[tuple[int, LaunchRecord]]] = {}
+    # Kernels of one key and module that are the same code (a kernel factory called twice
+    # with the same options) run the same function from the shared entry: one overload.
+    overloads: dict[tuple[str, int], dict[Any, tuple[int, LaunchRecord]]] = {}
     for index, record in first.values():
         kernel = record.kernel_object
         key = (str(getattr(kernel, "key", "")), id(getattr(kernel, "module", None)))
-        overloads.setdefault(key, []).append((index, record))
+        overloads.setdefault(key, {}).setdefault(_warp.cpu_kernel_code(kernel), (index, record))
     findings = []
-    for launched in overloads.values():
+    for codes in overloads.values():
+        launched = list(codes.values())  # in the order of their first launch
         if len(launched) < 2:
             continue
         index, record = launched[0]

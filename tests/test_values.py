@@ -69,6 +69,22 @@ def test_one_kernel_per_dtype_is_clean_and_replays_as_eager():
     assert gc.verify_replay(P.OneKernelPerDtype, steps=4, device=DEVICE).ok
 
 
+def test_a_kernel_factory_called_twice_is_one_code_clean_and_replays_as_eager():
+    # Two kernel objects of one key and module, the same code: the CPU graph's one entry runs it for both.
+    producer = P.FactoryKernels(DEVICE)
+    assert producer.kernels[0] is not producer.kernels[1]
+    assert gc.capture(producer.step, device=DEVICE).ok
+    assert gc.verify_replay(P.FactoryKernels, steps=4, device=DEVICE).ok
+
+
+@APIC_CPU_GRAPHS
+def test_a_kernel_factory_on_two_dtypes_is_two_overloads_and_diverges():
+    report = gc.verify_replay(P.FactoryOverloads, device=DEVICE, on_failure="ignore")
+    assert set(report.kinds()) == {"capture-error", "replay-divergence"}, str(report)
+    (finding,) = report.of_kind("capture-error")
+    assert finding.detail["overloads"] == 2 and finding.kernel.endswith("add_one_made")
+
+
 @APIC_CPU_GRAPHS
 def test_cast_in_both_directions_diverges():
     report = gc.verify_replay(P.CastBothWays, device=DEVICE, on_failure="ignore")

@@ -94,6 +94,41 @@ class OneKernelPerDtype(Overloads):
         wp.launch(add_one_double, dim=N, inputs=[self.b], device=self.b.device)
 
 
+def _made_add_one() -> Any:
+    """A kernel factory, as simulators make kernels per set of options: each call makes a new
+    generic kernel, of one key, in one module."""
+
+    @wp.kernel(module="graphcheck_tests_kernel_factory")
+    def add_one_made(x: wp.array(dtype=Any)):
+        i = wp.tid()
+        x[i] = x[i] + x.dtype(1)
+
+    return add_one_made
+
+
+class FactoryKernels(Overloads):
+    """One kernel factory called twice with the same options (as each of Newton's collision
+    pipelines makes its narrow phase): two kernel objects of one key in one module, launched on
+    one dtype, are the same code, which Warp's CPU graph runs for both. Replay-safe."""
+
+    def __init__(self, device: str) -> None:
+        super().__init__(device)
+        self.kernels = (_made_add_one(), _made_add_one())
+
+    def step(self) -> None:
+        for kernel in self.kernels:
+            wp.launch(kernel, dim=N, inputs=[self.a], device=self.a.device)
+
+
+class FactoryOverloads(FactoryKernels):
+    """The same two kernels launched on two dtypes: two codes under one key and module, of
+    which Warp's CPU graph replays one for both (as :class:`Overloads`)."""
+
+    def step(self) -> None:
+        wp.launch(self.kernels[0], dim=N, inputs=[self.a], device=self.a.device)
+        wp.launch(self.kernels[1], dim=N, inputs=[self.b], device=self.b.device)
+
+
 class HostViewWrite(Plain):
     """On Warp's CPU device, the step writes an array's memory through a numpy view of it
     (no Warp operation): the graph has nothing of the write, and every launch, address and

@@ -61,6 +61,18 @@ def cpu_graph_shares_overload_code() -> bool:
     return hasattr(_runtime().core, "wp_apic_register_cpu_kernel")
 
 
+def cpu_kernel_code(kernel: Any) -> Any:
+    """What a CPU graph runs for a launch of ``kernel``: its code's hash, with which Warp names
+    the compiled function (``Kernel.get_mangled_name``), or the kernel itself where it has none.
+
+    Two kernels with one key in one module share one entry of a CPU graph
+    (:func:`cpu_graph_shares_overload_code`), which is harmless when they are the same code: a
+    kernel factory called twice with the same options makes two kernel objects, and Warp gives
+    both one compiled function."""
+    code = getattr(kernel, "hash", None)
+    return code if isinstance(code, bytes) else kernel
+
+
 def abort_capture(device: Any) -> None:
     """End a capture a failed block left open, discarding its graph."""
     device = _runtime().get_device(device)
