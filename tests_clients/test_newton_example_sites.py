@@ -31,6 +31,8 @@ from .newton_sites import build_example
 
 EXAMPLES = Path(newton.examples.__file__).parent
 CAPTURES = re.compile(r"ScopedCapture|capture_begin|capture_launch")
+# The call an example's own capture block makes: `with wp.ScopedCapture() as capture:` then `self.<method>()`.
+CAPTURED_CALL = re.compile(r"with wp\.ScopedCapture\([^)]*\)(?: as \w+)?:\s*\n\s*self\.(\w+)\(\)")
 
 # The examples judged here: module (under newton.examples) -> the command-line arguments that keep it small.
 JUDGED: dict[str, tuple[str, ...]] = {
@@ -55,9 +57,18 @@ JUDGED: dict[str, tuple[str, ...]] = {
     "contacts.example_domino_spiral": (),
     "contacts.example_newton_cradle": (),
     "contacts.example_pyramid": (),
+    "controllers.example_controller_joint_impedance_heterogeneous": (),  # captures _gpu_step on CUDA only
+    "diffsim.example_diffsim_ball": (),  # forward_backward: a new wp.Tape, forward and backward, per call
+    "diffsim.example_diffsim_cloth": (),
+    "diffsim.example_diffsim_drone": (),
+    "diffsim.example_diffsim_soft_body": (),
+    "diffsim.example_diffsim_spring_cage": (),
     "kamino.example_kamino_earworm_flowers": ("--stage-count", "2"),
     "multiphysics.example_admm_contact_solver": (),
+    "multiphysics.example_kamino_mujoco_admm_solver": (),  # its step reads wp.empty memory: zeroed in both twins
+    "multiphysics.example_mujoco_vbd_admm_solver": (),
     "multiphysics.example_mujoco_vbd_coupled_solver": (),
+    "multiphysics.example_mujoco_xpbd_coupled_solver": (),
     "multiphysics.example_proxy_joint_gripper": (),
     "multiphysics.example_rigid_soft_contact": (),
     "multiphysics.example_softbody_dropping_to_cloth": (),
@@ -74,7 +85,12 @@ JUDGED: dict[str, tuple[str, ...]] = {
     "tendon.example_tendon_mujoco_switch": (),
     "tendon.example_tendon_pinhole": (),
     "tendon.example_tendon_pulley": (),
+    "vbd.example_cable_bend_stiffness": (),  # _simulate_substeps (simulate takes the load)
+    "vbd.example_cable_bend_twist_analytic": (),
+    "vbd.example_cable_dahl_hysteresis": (),
     "vbd.example_cable_michell_threshold": (),
+    "vbd.example_cable_torsion_material_mapping": (),
+    "vbd.example_cable_twist_transfer": (),
     "vbd.example_cable_twist_buckling": (),
     "vbd.example_cloth_stiff_material_stretch": (),
     "vbd.example_vbd_gripper_soft_grid": (),
@@ -115,6 +131,13 @@ def cannot_run_here(source: str) -> str | None:
     return None
 
 
+def captured_method(source: str) -> str:
+    """The method of the Example that its capture block calls, read from its source (``simulate``
+    where the block is written otherwise): ``forward_backward`` in the diffsim examples."""
+    found = CAPTURED_CALL.search(source)
+    return found.group(1) if found else "simulate"
+
+
 SITES = capturing_examples()
 
 
@@ -132,10 +155,12 @@ def test_judged_sites_capture():
 
 @pytest.mark.parametrize("module", sorted(JUDGED))
 def test_site(module):
-    """The example's ``simulate`` (what its ``capture`` captures): graphcheck's verdict agrees with the values."""
+    """What the example's ``capture`` captures (its ``simulate``, or the method its capture block
+    calls): graphcheck's verdict agrees with the values."""
+    method = captured_method(SITES[module])
     twins = Twins(lambda: build_example(f"newton.examples.{module}", JUDGED[module]))
     example = twins.subject
-    checked = gc.capture(example.simulate, owners=(example,), on_failure="ignore")
-    wrong = replay_against_twin(checked, twins, lambda e: e.simulate(), replays=2)
+    checked = gc.capture(getattr(example, method), owners=(example,), on_failure="ignore")
+    wrong = replay_against_twin(checked, twins, lambda e: getattr(e, method)(), replays=2)
     if bool(checked.report.findings) != bool(wrong):
         raise WrongVerdict(f"the replay differs from eager stepping in {wrong or 'nothing'}, yet:\n{checked.report}")
