@@ -5,9 +5,11 @@ unroll capture). Each step allocates its constraint counters, solver context and
 device and runs the solver loop with ``wp.capture_while``; the graph replays bit-identically to
 eager stepping. The breaks are lines of MuJoCo Warp's own drivers moved inside the captured call:
 the control-noise launch with the step index (``_src/cli.py``) and the control upload from a host
-temporary (``viewer.py``).
+temporary (``viewer.py``). ``mjwarp-testspeed --function=<name>`` captures any other function of
+MuJoCo Warp that takes ``(m, d)`` the same way: each is judged on a model with contacts.
 """
 
+import inspect
 import re
 
 import numpy as np
@@ -125,6 +127,25 @@ def test_step_with_contacts_replays_right_and_has_no_finding():
     checked = gc.capture(mjw.step, sim.m, sim.d, owners=(sim.m, sim.d), on_failure="ignore")
     assert replay_against_twin(checked, twins, step, replays=3) == []
     assert checked.check_replay(on_failure="ignore").ok
+    assert_no_finding(checked.report)
+
+
+# What `mjwarp-testspeed --function=<name>` captures (`_src/cli.py`'s unroll): each function of
+# mujoco_warp that takes (m, d). render and refit_bvh take a render context too, left out here.
+TESTSPEED_FUNCTIONS = sorted(
+    name
+    for name, fn in inspect.getmembers(mjw, inspect.isfunction)
+    if inspect.signature(fn).parameters.keys() == {"m", "d"}
+)
+
+
+@pytest.mark.parametrize("name", TESTSPEED_FUNCTIONS)
+def test_every_function_testspeed_captures_replays_right_and_has_no_finding(name):
+    function = getattr(mjw, name)
+    twins = Twins(FallingSim)
+    sim = twins.subject
+    checked = gc.capture(function, sim.m, sim.d, owners=(sim.m, sim.d), on_failure="ignore")
+    assert replay_against_twin(checked, twins, lambda twin: function(twin.m, twin.d), replays=2) == []
     assert_no_finding(checked.report)
 
 
