@@ -1,7 +1,7 @@
-"""What validating a real simulator's step costs (issue 26): ``gc.capture`` of Newton's and
+"""What validating a real simulator's step costs: ``gc.capture`` of Newton's and
 MuJoCo Warp's steps on the CPU, against what it inherently repeats (one eager call plus a
 bare ``wp.ScopedCapture``), as the median of the ratios of adjacent rounds of thread CPU time
-(bar: 1.2x); beside it, the same two calls only recorded (traced, not judged): recording's
+(bar: 1.4x; the aim is 1.2x); beside it, the same two calls only recorded (traced, not judged): recording's
 share of that cost. Needs the clients ``nox -s bench-clients`` installs (newton,
 mujoco-warp); skipped without them.
 """
@@ -119,7 +119,7 @@ def bench_clients(rounds: int = 21, names: tuple[str, ...] = ()) -> dict[str, An
     """``gc.capture`` of each client's step against one eager call plus a bare capture.
 
     21 rounds by default: on a 2-core machine, runs of 7 rounds moved by up to 0.3x, runs of
-    21 by up to 0.06x (issue 26's fourth pass)."""
+    21 by up to 0.06x."""
     clients = _clients()
     if not clients:
         return {"skipped": "newton and mujoco-warp are not installed (nox -s bench-clients installs them)"}

@@ -1,4 +1,4 @@
-"""Benchmarks of the verdict (issue: replay-safety verdict) and of the graph cross-check.
+"""Benchmarks of validation (``gc.capture``), of the replay check and of the graph cross-check.
 
 - capture: what ``gc.capture`` adds over a bare ``wp.ScopedCapture`` of the same call,
   as ratios: against the bare capture alone, and against what the check inherently

