@@ -211,7 +211,7 @@ def test_check_explains_a_bad_target(factories):
         assert result.returncode == 2 and message in result.stderr, result.stderr
 
 
-# -- honest verdicts, exit codes and machine output (issue 13) ------------------------------
+# -- honest verdicts, exit codes and machine output ----------------------------------------
 
 
 def validate_document(document):

@@ -128,7 +128,7 @@ def test_a_launch_warp_refuses_is_taken_back(scripted):
 
 
 def test_a_copy_learns_its_span_and_matches_its_memcpy_node(scripted):
-    """Issue 23, defect 1: wp.copy asked where the capture stood after it, never before."""
+    """wp.copy asked where the capture stood after it, never before."""
     a, b = floats(), floats(1.0)
     scripted.op(GRAPH, (), (0x1,))
     with gc.trace_launches() as trace:
@@ -298,7 +298,7 @@ def test_warp_registers_no_cpu_capture_as_open():
 
 
 def test_a_conditional_is_asked_about_the_stream_it_is_given(scripted):
-    """Issue 23, defect 3: wp.capture_if(..., stream=s) inserts the conditional on s, so
+    """wp.capture_if(..., stream=s) inserts the conditional on s, so
     graphcheck asks where s's capture stands (it asked the device's current stream)."""
     a = floats()
     condition = wp.array([1], dtype=int, device=DEVICE)
@@ -319,7 +319,7 @@ def test_a_conditional_is_asked_about_the_stream_it_is_given(scripted):
 
 
 def test_work_on_a_stream_the_capture_does_not_record_is_a_stream_drift(scripted):
-    """Issue 23, defect 4: under wp.ScopedCapture(stream=s), which does not make s current,
+    """under wp.ScopedCapture(stream=s), which does not make s current,
     Warp sends zero_() to the device's current stream: it runs once, at capture time, and
     is missing from the graph. That is a finding, not a note."""
     a = floats()
@@ -344,7 +344,7 @@ def test_work_on_a_stream_the_capture_does_not_record_is_a_stream_drift(scripted
 
 
 def test_a_native_device_helper_runs_on_the_current_cuda_context(scripted, monkeypatch):
-    """Issue 23, defect 4: Warp's device helpers enqueue on the current CUDA context's
+    """Warp's device helpers enqueue on the current CUDA context's
     current stream; graphcheck took the default device's."""
     from tests.internals import _warp
 
@@ -432,7 +432,7 @@ def test_a_step_of_every_kind_matches_one_node_per_record(scripted):
 
 
 def test_the_function_check_holds_the_node_against_what_warp_launched(scripted, monkeypatch):
-    """Issue 23, defect 5: the cross-check asked Warp again for the kernel's CUfunction;
+    """the cross-check asked Warp again for the kernel's CUfunction;
     after a module rebuild during the capture (a generic kernel's new overload) that is
     another module's function, and every earlier node was a false node-mismatch. What
     Warp launched, as recorded, is the truth."""
@@ -451,7 +451,7 @@ def test_the_function_check_holds_the_node_against_what_warp_launched(scripted, 
 
 
 def test_a_node_running_another_function_is_never_decoded_as_the_launch(scripted):
-    """Issue 23, defect 8: the launch's only node, running another function, is held
+    """the launch's only node, running another function, is held
     against the launch (a node-mismatch says so) but its bytes, in another layout, are not
     decoded as the launch's for the replay check (they raised ValueError); among several
     such nodes none is taken for the launch's."""
@@ -478,7 +478,7 @@ def test_a_node_running_another_function_is_never_decoded_as_the_launch(scripted
 
 
 def test_a_failure_of_graphchecks_launch_hook_never_stops_the_launch(scripted, monkeypatch):
-    """Issue 23, defect 9: the CUDA launch hook builds the parameter layout before the
+    """the CUDA launch hook builds the parameter layout before the
     launch; an exception there stopped the user's launch. The launch runs, and a warning
     says the checks do not cover it."""
     from tests.internals import _warp
@@ -496,7 +496,7 @@ def test_a_failure_of_graphchecks_launch_hook_never_stops_the_launch(scripted, m
 
 
 def test_a_driver_describing_endless_parameters_is_cut_short():
-    """Issue 23, defect 9: the parameter layout is read one cuFuncGetParamInfo at a time
+    """the parameter layout is read one cuFuncGetParamInfo at a time
     until the driver says there is no more; a driver that never says so no longer loops
     for ever (no driver runs: the answers are recorded)."""
     from tests.recorded_driver import RecordedDriver, driver
@@ -514,7 +514,7 @@ def test_a_driver_describing_endless_parameters_is_cut_short():
 
 
 def test_the_addresses_a_graph_branch_bakes_reach_the_replay_check(scripted):
-    """Issue 23, defect 7: wp.capture_if(on_true=graph) copies the branch graph into the
+    """wp.capture_if(on_true=graph) copies the branch graph into the
     capture; its nodes bake addresses too, and the replay check now sees them (as the
     conditional's), beside the condition's own address."""
     keep = Keep()
@@ -557,7 +557,7 @@ def test_the_addresses_a_graph_branch_bakes_reach_the_replay_check(scripted):
 
 
 def test_a_deterministic_launch_owns_the_native_work_around_its_phases(scripted):
-    """Issue 23, defect 6: in deterministic mode Warp's launcher enqueues native work of its
+    """in deterministic mode Warp's launcher enqueues native work of its
     own around the kernel's phase launches (a sort-reduce kernel, a device copy of counters);
     those nodes were "from outside Warp". One internal operation now holds them. Warp's
     launcher is stood in for by the phases it enqueues (it runs on CUDA only): a phase

@@ -324,7 +324,7 @@ def test_no_graphcheck_disables_the_plugin_its_entry_point_loads(
     disabled.stdout.fnmatch_lines(["*fixture 'graphcheck' not found*"])
 
 
-# -- honest verdicts and CI surfaces (issue 13) ---------------------------------------------
+# -- honest verdicts and CI surfaces ---------------------------------------------------------
 
 SURFACE_TESTS = """
 from tests import producers as P

@@ -1,4 +1,4 @@
-"""The replay check before every launch (issue 15): a full check, then a cheap probe of
+"""The replay check before every launch: a full check, then a cheap probe of
 the very arrays it found, and a full check again whenever one of them changed."""
 
 import types

@@ -1,7 +1,7 @@
-"""The replay check sees bytes a graph baked by value from objects its owners hold (issue 25
-section 7): a field of a struct the owner passes, set after capture; a recorded ``wp.Launch``
-rebound with ``set_param_by_name`` or ``set_dim``. The graph replays what it baked; the check
-says what changed, and the replays show it by values."""
+"""The replay check sees bytes a graph baked by value from objects its owners hold: a
+field of a struct the owner passes, set after capture; a recorded ``wp.Launch`` rebound
+with ``set_param_by_name`` or ``set_dim``. The graph replays what it baked; the check says
+what changed, and the replays show it by values."""
 
 import numpy as np
 import pytest

@@ -1,5 +1,5 @@
 """graphcheck never disturbs the program it watches: threads, tasks, interrupts, and what
-Warp itself sees of its caller (issue 10).
+Warp itself sees of its caller.
 
 Every race here is made deterministic with barriers and events: a thread is held inside
 Warp by a value whose conversion waits (Warp converts kernel arguments with ``float()``),

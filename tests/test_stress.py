@@ -1,4 +1,4 @@
-"""A bounded stress run of recording beside a busy program (issue 10): a few seconds.
+"""A bounded stress run of recording beside a busy program: a few seconds.
 
 Threads start and end traces over and over beside threads that never trace, asyncio
 tasks each record their own trace, and one thread is interrupted at every step of

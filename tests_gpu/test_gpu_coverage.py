@@ -4,7 +4,7 @@ the device's current one, mem-free nodes, child graphs, deterministic mode.
 
 Each captures with graphcheck recording, reads the graph, and expects every node
 accounted for, every kernel node's bytes equal to its record's, and the cross-check
-complete and clean (issue 23). Written without a GPU at hand: the first run on one is
+complete and clean. Written without a GPU at hand: the first run on one is
 their first run.
 """
 
