@@ -1,10 +1,12 @@
-"""What the wheel ships: the license, the finding pages ``graphcheck explain`` reads, tomli on Python 3.10."""
+"""What the wheel ships: the license, the finding pages ``graphcheck explain`` reads, tomli on Python 3.10;
+and what the sdist ships beside the code: the README, the changelog and the license."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import tarfile
 import zipfile
 
 import pytest
@@ -47,3 +49,12 @@ def test_explain_reads_its_pages_from_the_installed_wheel(wheel, tmp_path):
     where, page = done.stdout.split("\n", 1)
     assert where == str(tmp_path / "graphcheck" / "_findings")
     assert page.startswith("# stale-pointer\n") and "    graphcheck:" in page
+
+
+def test_the_sdist_ships_the_readme_the_changelog_and_the_license(tmp_path):
+    subprocess.run([sys.executable, "-m", "hatchling", "build", "-t", "sdist", "-d", str(tmp_path)], cwd=ROOT,
+                   check=True, capture_output=True, timeout=300)  # fmt: skip
+    (path,) = tmp_path.glob("graphcheck-*.tar.gz")
+    with tarfile.open(path) as sdist:
+        names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
+    assert {"README.md", "CHANGELOG.md", "LICENSE", "pyproject.toml"} <= names
