@@ -189,8 +189,8 @@ class Session:
     """
 
     __slots__ = (
-        "_conditional_depth", "_tiled", "allocations_seen", "bodies", "conditionals", "deliver", "eager",
-        "fast_codes", "in_memset", "last_code", "owner", "pending", "traces", "uploading",
+        "_conditional_depth", "_tiled", "allocations_seen", "bodies", "conditionals", "deliver", "deterministic",
+        "eager", "fast_codes", "in_memset", "last_code", "owner", "pending", "traces", "uploading",
     )  # fmt: skip
 
     def __init__(self, traces: tuple[LaunchTrace, ...]) -> None:
@@ -220,6 +220,9 @@ class Session:
         self._conditional_depth = 0
         self.conditionals: list[LaunchRecord] = []  # the wp.capture_if / capture_while calls in progress
         self.bodies: list[tuple[int, str, int]] = []  # the conditional bodies running: see _body
+        # Inside Warp's deterministic launcher: everything but the kernel's own phase
+        # launches is Warp's machinery (see on_deterministic).
+        self.deterministic = 0
         self._tiled: Any = None
 
     @property
@@ -260,9 +263,12 @@ class Session:
     def _emit(self, record: LaunchRecord) -> None:
         if self._conditional_depth:
             record.nested = self.bodies[-1] if self.bodies else True
-        if self.eager and _warp.capturing_now(record.device, record.stream):
+        if self.deterministic and record.kind != "launch":
+            record.internal = True
+        if self.eager and not record.stream and _warp.capturing_now(record.device, None):
             # Captured into a graph the eager call makes itself (a solver that captures its
-            # own step lazily): the wp.capture_launch of that graph stands for it.
+            # own step lazily): the wp.capture_launch of that graph stands for it. An
+            # operation on a CUDA stream learns it from before_cuda_op's one question.
             record.nested = True
         internal = record.internal
         for trace in self.traces:
@@ -329,8 +335,10 @@ class Session:
         smem_bytes: int,
         kernel_params: Any,
         stream: Any,
+        context: Any = None,
     ) -> LaunchRecord:
-        """``wp_cuda_launch_kernel``: every CUDA launch; the bytes are read before it runs."""
+        """``wp_cuda_launch_kernel``: every CUDA launch, in Warp's ``context``; the bytes
+        are read before it runs."""
         kernel, adjoint = self._pending_kernel()
         count = len(kernel_params)
         sizes = [spec.size for spec in _warp.kernel_layout(kernel, adjoint)] if kernel is not None else []
@@ -345,7 +353,7 @@ class Session:
         cuda = CudaLaunch(_warp.as_address(func), int(dim_size), int(max_blocks), int(block_dim), int(grid_stride),
                           int(cluster_dim), int(smem_bytes))  # fmt: skip
         record = self._record_launch(
-            kernel, params, adjoint, _warp.device_of_stream(handle), int(block_dim), handle, cuda, int(max_blocks)
+            kernel, params, adjoint, _warp.device_of_context(context), int(block_dim), handle, cuda, int(max_blocks)
         )
         self.before_cuda_op(record, handle)
         return record
@@ -434,10 +442,17 @@ class Session:
             # stream it does not record while the device captures on another (Warp sends
             # zero_, fill_ and its native helpers to the current stream, which
             # wp.ScopedCapture(stream=s) does not change): then it runs now, once. With no
-            # capture open anywhere (an eager call), no device has capturing streams to ask for.
+            # capture open anywhere (an eager call), no device has capturing streams to
+            # ask for. Warp's deterministic launcher sets its buffers up on an uncaptured
+            # stream of its own on purpose: once, at capture time.
+            if self.deterministic and record.internal:
+                record.uncaptured = 0
+                return
             capturing = _warp.capturing_streams(record.device) if _warp.capture_open_anywhere() else ()
             record.uncaptured = capturing[0] if capturing else 0
             return
+        if self.eager:
+            record.nested = True  # captured into a graph the eager call makes itself (see _emit)
         from . import _cuda
 
         try:
@@ -488,9 +503,19 @@ class Session:
             return None
         if count <= 0 or dest_offset < 0 or src_offset < 0:
             return None
+        # Where Warp sends the copy: the stream given, else the destination's current stream,
+        # else (a copy to the host) the source's; the record is on that stream's device.
+        device = _warp.array_device(dest)
         handle = _warp.stream_handle(stream)
-        if handle is None:
-            handle = _warp.device_stream_handle(dest.device) or _warp.device_stream_handle(src.device)
+        if handle is not None:
+            device = getattr(stream, "device", device)
+        else:
+            handle = _warp.device_stream_handle(device)
+            if handle is None:
+                source = _warp.array_device(src)
+                handle = _warp.device_stream_handle(source)
+                if handle is not None:
+                    device = source
         code, lasti, via, internal = _caller(frame, "copy")
         args_map = {
             "dest": _array_ref(dest),
@@ -500,7 +525,7 @@ class Session:
             "count": count,
         }
         record = LaunchRecord(
-            "copy", "wp.copy", False, None, args_map, str(dest.device), 0, 0, handle,
+            "copy", "wp.copy", False, None, args_map, str(device), 0, 0, handle,
             code, lasti, via, internal, next(_sequence), False, None, (count,),
         )  # fmt: skip
         # What host memory the copy reads holds now: a graph copies whatever is there at
@@ -515,11 +540,12 @@ class Session:
             # A fill inside a memset (zero_ of a strided array fills 0) is the same operation.
             return original(arr, *args, **kwargs)
         value = 0 if name == "zero_" else (args[0] if args else kwargs.get("value"))
-        handle = _warp.device_stream_handle(arr.device)
+        device = _warp.array_device(arr)
+        handle = _warp.device_stream_handle(device)
         code, lasti, via, internal = _caller(sys._getframe(2), name)
         record = LaunchRecord(
             "memset", f"array.{name}", False, None, {"dest": _array_ref(arr), "value": _plain(value)},
-            str(arr.device), 0, 0, handle, code, lasti, via, internal, next(_sequence), False, None, (int(arr.size),),
+            str(device), 0, 0, handle, code, lasti, via, internal, next(_sequence), False, None, (int(arr.size),),
         )  # fmt: skip
         self.in_memset = True
         try:
@@ -543,7 +569,11 @@ class Session:
         """Warp's deterministic launcher (``launch_deterministic(kernel, hooks, params,
         bounds, device, stream, ...)``): the native work it enqueues around the kernel's
         phase launches (recorded as launches of their own) is one internal operation, so
-        the nodes it adds are Warp's own."""
+        the nodes it adds are Warp's own.
+
+        Everything else Warp does in there is internal: the buffers it fills once on an
+        uncaptured stream of its own while capturing, the resets it adds to the capture
+        only while capturing, its readbacks of counters outside captures."""
         named = dict(zip(("kernel", "hooks", "params", "bounds", "device", "stream"), args))
         named.update(kwargs)
         handle = _warp.stream_handle(named.get("stream"))
@@ -553,7 +583,15 @@ class Session:
             "native", "launch_deterministic", False, None, {"kernel": _warp.kernel_name(kernel) if kernel else "?"},
             str(named.get("device")), 0, 0, handle, code, lasti, via, True, next(_sequence), False, None, (),
         )  # fmt: skip
-        return self._run(record, original, args, kwargs, handle)
+
+        def launch(*args: Any, **kwargs: Any) -> Any:
+            self.deterministic += 1
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.deterministic -= 1
+
+        return self._run(record, launch, args, kwargs, handle)
 
     def on_cpu_graph_launch(self, original: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         """``wp.capture_launch`` of a CPU graph: one operation, whose work Warp replays natively."""
@@ -569,7 +607,7 @@ class Session:
     ) -> Any:
         """``wp.capture_if`` / ``wp.capture_while``: one record, and its body's operations nested."""
         code, lasti, via, internal = _caller(sys._getframe(2), name)
-        device = getattr(condition, "device", None)
+        device = _warp.array_device(condition)
         # Warp inserts the conditional on the stream= it is given, else the device's current one.
         stream = _conditional_stream(name, args, kwargs)
         handle = _warp.stream_handle(stream) if stream is not None else None
@@ -589,6 +627,9 @@ class Session:
         args, kwargs = _with_bodies(self, record.seq, name, args, kwargs)
         try:
             result = original(condition, *args, **kwargs)
+        except BaseException:
+            self.retract(record)  # Warp refused it, or a body's error broke the capture: nothing to match
+            raise
         finally:
             self.conditional_depth -= 1
             self.conditionals.pop()
@@ -597,6 +638,8 @@ class Session:
 
     def on_host_sync(self, what: str) -> None:
         """A readback (``array.numpy()``) or ``wp.synchronize*()``: a CUDA capture cannot run one."""
+        if self.deterministic:
+            return  # Warp's own readback of its deterministic counters (never while capturing)
         code, lasti, _, _ = _caller(sys._getframe(2), what)
         event = HostSync(what, site_of(code, lasti), next(_sequence))
         for trace in self.traces:

@@ -13,6 +13,7 @@ from graphcheck._owners_probe import OwnersProbe, Unsupported
 from graphcheck._warp.hooks import (
     _make_cuda_launch_hook as cuda_launch_hook,
     _make_deterministic_hook as deterministic_hook,
+    _make_native_hook as native_hook,
 )
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "cuda_launch_hook",
     "deterministic_hook",
     "function_name",
+    "native_hook",
 ]
 
 

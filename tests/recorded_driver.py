@@ -65,10 +65,12 @@ def memcpy_struct(dst, src, nbytes, *, dst_type="DEVICE", src_type="DEVICE", **o
     return m
 
 
-def memset_struct(dst, nbytes, value=0):
+def memset_struct(dst, nbytes, value=0, *, element_size=1):
+    """A 1-D CUDA_MEMSET_NODE_PARAMS setting ``nbytes`` in elements of ``element_size``
+    bytes (4: what ``cuMemsetD32`` captures)."""
     s = driver.CUDA_MEMSET_NODE_PARAMS()
     s.dst = driver.CUdeviceptr(dst)
-    s.value, s.elementSize, s.width, s.height = value, 1, nbytes, 1
+    s.value, s.elementSize, s.width, s.height = value, element_size, nbytes // element_size, 1
     return s
 
 

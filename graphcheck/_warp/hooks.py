@@ -599,8 +599,9 @@ def _make_cuda_launch_hook(original: Any) -> Callable[..., Any]:
             )  # fmt: skip
         try:
             record = session.on_cuda_launch(
-                func, dim_size, max_blocks, block_dim, grid_stride, cluster_dim, smem_bytes, kernel_params, stream
-            )
+                func, dim_size, max_blocks, block_dim, grid_stride, cluster_dim, smem_bytes, kernel_params, stream,
+                context,
+            )  # fmt: skip
         except Exception as error:  # graphcheck's own failure never stops the user's launch
             record, unrecorded = None, error
         failed = original(

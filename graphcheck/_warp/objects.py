@@ -424,6 +424,11 @@ def stream_handle(stream: Any) -> int | None:
         return None
 
 
+def array_device(arr: Any) -> Any:
+    """The Warp device an array (or a condition of ``wp.capture_if``) lives on; None when it has none."""
+    return getattr(arr, "device", None)
+
+
 def device_stream_handle(device: Any) -> int | None:
     """The handle of a device's current stream (None on the CPU)."""
     device = _runtime().get_device(device)
@@ -657,15 +662,16 @@ def _overload_launching(generic: Any) -> Any:
     return None
 
 
-def device_of_stream(handle: int | None) -> str | None:
-    """The device a CUDA stream handle belongs to, or None when it is unknown."""
-    if not handle:
-        return None
-    for device in _runtime().cuda_devices:
-        for stream in (device.null_stream, device.stream):
-            if stream_handle(stream) == handle:
-                return str(device)
-    return None  # a stream the user made: the launch's own device argument says
+def device_of_context(context: Any) -> str | None:
+    """The CUDA device of a context Warp launched in (``wp_cuda_launch_kernel``'s first
+    argument), or None when Warp does not know it.
+
+    Read from Warp's own table of the contexts it holds (``runtime.context_map``, where a
+    device enters once its context is acquired): no device is asked, so no context is
+    acquired on a device the program never used.
+    """
+    device = _runtime().context_map.get(as_address(context) or None)
+    return str(device) if device is not None and device.is_cuda else None
 
 
 def process_caches() -> list[tuple[str, Any]]:

@@ -56,7 +56,8 @@ WARP_INTERNALS: dict[str, tuple[int, int]] = {
     **dict.fromkeys(
         (
             "context.launch", "context.copy", "context.invoke", "context.Launch.launch", "context.pack_arg",
-            "context.runtime", "context.init", "context.capture_if", "context.capture_while",
+            "context.runtime", "context.runtime.context_map", "context.init", "context.capture_if",
+            "context.capture_while",
             "context._normalize_launch_dim", "context._build_launch_bounds_from_tuple", "context.Kernel.add_overload",
             "context.synchronize", "context.synchronize_device", "context.synchronize_stream",
             "context.synchronize_event", "context.get_device", "context.is_cuda_available",
