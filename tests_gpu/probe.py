@@ -6,26 +6,31 @@ graphcheck's reader, and prints what the driver answers, one section per questio
 
 - versions: the driver, the bindings, Warp;
 - a plain capture: a kernel, ``zero_``, ``wp.copy`` with offsets, a pinned copy,
-  ``fill_``, a strided copy, each matched to its nodes, the cross-check complete;
-- argument bytes: node bytes against recorded bytes for indexed, fabric, struct (half
-  and bool fields), float16, vec3h, mat33d, bool and 3-D array arguments, an adjoint
-  launch and a tile launch;
-- memcpy fields: offsets, pinned-to-device and device-to-pinned copies (offsets in the
-  pointers or in ``XInBytes``; which memory types);
+  ``fill_``, a strided copy, each matched to its nodes, each span non-empty and starting
+  where the one before it ended, the cross-check complete;
+- argument bytes: node bytes and function against recorded ones for indexed, fabric,
+  struct (half and bool fields), float16, vec3h, mat33d, bool and 3-D array arguments,
+  an adjoint launch (its adjoint arguments' bytes recorded) and a tile launch;
+- memcpy fields: offsets, pinned-to-device and device-to-pinned copies (addresses in the
+  pointers or in ``XInBytes``; their memory types; the copy to the host on the source's
+  device and stream);
 - Warp's runtime-launched kernels (fill, strided copy, radix sort): ``func``, ``kern``,
   their layouts and names;
 - the function queries from a thread in which Warp never made a context current;
 - loading the bindings inside a live capture (a fresh process);
-- memset fields for ``zero_`` and a uint8 ``fill_``;
+- memset fields for ``zero_`` and a uint8 ``fill_(7)`` (``elementSize * width`` is the
+  array's bytes);
 - attribution with a forked side stream and a conditional;
-- a capture on a stream that is not the device's current one, with ``capture_if`` and a
-  ``zero_`` Warp sends to the current stream;
+- a capture on a stream that is not the device's current one, with ``capture_if``, and a
+  ``zero_`` and a copy to pinned memory Warp sends to the current stream (stream-drift);
 - a module rebuilt during the capture (a new generic overload);
 - mem-alloc and mem-free nodes, and ``HashGrid.build`` inside a capture;
 - edge types and node order; ``cuGraphKernelNodeSetParams`` with the struct read back;
-- conditionals: a ``capture_while`` body, a ``capture_if`` with a Graph branch, and the
-  addresses the branch bakes reaching the replay check;
-- deterministic mode's native work.
+- conditionals: a ``capture_while`` body, a ``capture_if`` with a Graph branch, their
+  bodies learnt through graphcheck's hook on Warp's ``capture_resume``, and the addresses
+  only the branch bakes reaching the replay check;
+- deterministic mode's native work, and a deterministic step through ``graphcheck.capture``
+  (the host checks included: no stream-drift, no sequence difference).
 
 Each assumption is a line ``ok`` or ``MISMATCH``; a check that could not run says
 ``UNCHECKED`` and why. Every section runs, whatever the others found, and every result is
@@ -223,6 +228,22 @@ def _kernel_bytes(probe: Probe, trace: Any, match: Any, label: str, index: int |
     probe.say(f"  {label}: layout {layout} {why}; recorded sizes {[len(p) for p in record.param_bytes]}")
     probe.expect(f"{label}: parameter sizes", [s for _, s in layout or ()], [len(p) for p in record.param_bytes])
     probe.expect(f"{label}: parameter bytes", node.fields.get("params"), record.param_bytes)
+    probe.expect(f"{label}: the node runs what Warp launched", node.fields.get("func"),
+                 record.cuda.function if record.cuda else None)  # fmt: skip
+    probe.expect(f"{label}: every parameter Warp laid out was recorded", [i for i, (spec, got) in
+                 enumerate(zip(record.layout, record.param_bytes)) if len(got) != spec.size], [])  # fmt: skip
+
+
+def _spans_chain(probe: Probe, trace: Any, what: str) -> None:
+    """Operations in a row on one stream: each span holds nodes ("before" asked before Warp
+    enqueued, "after" after it), and starts where the one before it ended."""
+    spans = [r.capture for r in trace.records if not r.nested]
+    probe.expect(f"{what}: every span learnt", [i for i, s in enumerate(spans) if s is None], [])
+    spans = [s for s in spans if s is not None]
+    empty = [i for i, s in enumerate(spans) if not s.after or s.after == s.before]
+    probe.expect(f"{what}: every span holds nodes", empty, [])
+    probe.expect(f"{what}: each span starts where the one before it ended",
+                 [i for i in range(1, len(spans)) if spans[i].before != spans[i - 1].after], [])  # fmt: skip
 
 
 # -- the sections ----------------------------------------------------------------------------------
@@ -273,6 +294,7 @@ def _plain_capture(probe: Probe, ctx: Any) -> None:
     trace, cap = _capture(ctx, work)
     _records(probe, trace)
     probe.expect("every record learnt its capture span", [r.kernel for r in trace.records if r.capture is None], [])
+    _spans_chain(probe, trace, "a kernel, zero_, two copies, fill_, a strided copy")
     launch_at, zero_at = _find(trace, "tests.kernels.scale"), _find(trace, "array.zero_")
     copy_at, pinned_at, strided_at = (_find(trace, "wp.copy", n) for n in range(3))
     fill_at = _find(trace, "array.fill_")
@@ -353,7 +375,7 @@ def _argument_bytes(probe: Probe, ctx: Any) -> None:
 
 @section("memcpy fields: offsets, pinned-to-device, device-to-pinned")
 def _memcpy_fields(probe: Probe, ctx: Any) -> None:
-    from graphcheck import _cuda
+    from graphcheck import _cuda, _warp
 
     wp, driver, device = ctx.wp, ctx.driver, ctx.device
     a, b = wp.zeros(1000, dtype=float, device=device), wp.ones(1000, dtype=float, device=device)
@@ -371,14 +393,25 @@ def _memcpy_fields(probe: Probe, ctx: Any) -> None:
     match = _match(probe, cap, trace)
     reader = _cuda.Reader()
     wanted = [(a.ptr + 16, b.ptr + 8, 400), (on_device.ptr, up.ptr, 256), (down.ptr, on_device.ptr, 256)]
-    for nth, (label, want) in enumerate(zip(("offsets", "pinned to device", "device to pinned"), wanted)):
+    # The host side of a pinned copy is host memory (unified where the driver says so), never device memory.
+    kinds = [({"device"}, {"device"}), ({"device", "unified"}, {"host", "unified"}),
+             ({"host", "unified"}, {"device", "unified"})]  # fmt: skip
+    labels = ("offsets", "pinned to device", "device to pinned")
+    for nth, (label, want, (dst_kinds, src_kinds)) in enumerate(zip(labels, wanted, kinds)):
         nodes = [n for n in _owned(match, _find(trace, "wp.copy", nth)) if n.type == "MEMCPY"]
         for node in nodes:
             struct = reader.call("cuGraphMemcpyNodeGetParams", driver.CUgraphNode(node.handle))
             probe.say(f"  -- {label}: " + ", ".join(f"{name}={_field(struct, name)}" for name in _MEMCPY_FIELDS))
-            probe.say(f"     memory kinds: src {node.fields['src_kind']}, dst {node.fields['dst_kind']}")
         probe.expect(f"{label}: (dst, src, nbytes)", [(n.fields["dst"], n.fields["src"], n.fields["nbytes"])
                      for n in nodes], [want])  # fmt: skip
+        probe.expect(f"{label}: memory types (dst, src) are {sorted(dst_kinds)}, {sorted(src_kinds)}",
+                     [n.fields["dst_kind"] in dst_kinds and n.fields["src_kind"] in src_kinds for n in nodes],
+                     [True])  # fmt: skip
+    to_host = _find(trace, "wp.copy", 2)
+    record = trace.records[to_host] if to_host is not None else None
+    probe.expect("the copy to the host is on the source's device and current stream",
+                 (record.device, record.stream) if record else None,
+                 (device, _warp.stream_handle(wp.get_stream(device))))  # fmt: skip
     _checked_clean(probe, match)
 
 
@@ -499,11 +532,17 @@ def _memsets(probe: Probe, ctx: Any) -> None:
         ("uint8 fill_(7)", "array.fill_", (u8.ptr, 7, 1000)),
     ):
         nodes = [n for n in _owned(match, _find(trace, kernel)) if n.type == "MEMSET"]
+        raw = []
         for node in nodes:
             struct = reader.call("cuGraphMemsetNodeGetParams", driver.CUgraphNode(node.handle))
             probe.say(f"  -- {label}: " + ", ".join(f"{name}={_field(struct, name)}" for name in _MEMSET_FIELDS))
+            element = int(struct.elementSize)
+            raw.append((element, element * int(struct.width) * max(int(struct.height), 1)))
         probe.expect(f"{label}: (dst, value, nbytes)", [(n.fields["dst"], n.fields["value"], n.fields["nbytes"])
                      for n in nodes], [want])  # fmt: skip
+        probe.expect(f"{label}: elementSize * width * height is the array's bytes, as graphcheck reads it",
+                     [(n.fields["element_size"], n.fields["nbytes"]) for n in nodes], raw)  # fmt: skip
+        probe.expect(f"{label}: ... and that is {want[2]} bytes", [b for _, b in raw], [want[2]])
     _checked_clean(probe, match)
 
 
@@ -561,15 +600,20 @@ def _non_current_stream(probe: Probe, ctx: Any) -> None:
     probe.expect("every record learnt its span", [r.kernel for r in trace.records if r.capture is None], [])
     match = _match(probe, cap, trace)
     _checked_clean(probe, match)
-    probe.say("  -- and a zero_() Warp sends to the device's current stream while the capture is on s:")
+    probe.say("  -- and a zero_() and a copy to pinned memory Warp sends to the device's current stream while the "
+              "capture is on s:")  # fmt: skip
     y = wp.ones(16, dtype=float, device=device)
+    pinned = wp.zeros(16, dtype=float, device="cpu", pinned=True)
     with gc.trace_launches() as escaped, wp.ScopedCapture(device=device, stream=s) as cap2:
         wp.launch(K.add_one, dim=16, inputs=[x], device=device, stream=s)
         y.zero_()
+        wp.copy(pinned, y)
     _records(probe, escaped)
     from graphcheck.checks import uncaptured
 
-    probe.expect("the zero_ is a stream-drift finding", [f.kind for f in uncaptured(escaped)], ["stream-drift"])
+    probe.expect("the zero_ and the copy are stream-drift findings",
+                 [(f.kind, f.kernel) for f in uncaptured(escaped)],
+                 [("stream-drift", "array.zero_"), ("stream-drift", "wp.copy")])  # fmt: skip
     del cap2
 
 
@@ -677,10 +721,11 @@ def _conditional_capture(probe: Probe, ctx: Any) -> None:
     counter = wp.array([3], dtype=int, device=device)
     flag = wp.array([1], dtype=int, device=device)
     x = wp.zeros(16, dtype=float, device=device)
+    y = wp.zeros(16, dtype=float, device=device)  # launched only in the Graph branch
     wp.launch(K.add_one, dim=16, inputs=[x], device=device)
     wp.launch(K.decrement_int, dim=1, inputs=[counter], device=device)
     with wp.ScopedCapture(device=device) as branch:
-        wp.launch(K.add_one, dim=16, inputs=[x], device=device)
+        wp.launch(K.add_one, dim=16, inputs=[y], device=device)
 
     def body() -> None:
         wp.launch(K.add_one, dim=16, inputs=[x], device=device)
@@ -690,8 +735,13 @@ def _conditional_capture(probe: Probe, ctx: Any) -> None:
         wp.capture_while(counter, body)
         wp.capture_if(flag, on_true=branch.graph)
 
-    trace, cap = _capture(ctx, work, warm=False)
+    from graphcheck import _warp
+
+    hooked: list[bool] = []
+    trace, cap = _capture(ctx, lambda: (hooked.append("capture_resume" in _warp.HOOKS.left_behind()), work()),
+                          warm=False)  # fmt: skip
     _records(probe, trace)
+    probe.expect("graphcheck's hook stands where Warp's conditionals call capture_resume", hooked, [True])
     # A body's operations carry (conditional's seq, branch, iteration); the conditionals False.
     probe.expect("the records", [(r.kind, isinstance(r.nested, tuple)) for r in trace.records],
                  [("conditional", False), ("launch", True), ("launch", True), ("conditional", False)])  # fmt: skip
@@ -704,21 +754,24 @@ def _conditional_capture(probe: Probe, ctx: Any) -> None:
     probe.expect("capture_if with a Graph branch learnt its body", len(if_span.bodies) if if_span else 0, 1)
     match = _match(probe, cap, trace)
     reader = _cuda.Reader()
+    learnt = [b for span in (while_span, if_span) if span for b in span.bodies]
     if reader.version >= _cuda.CONDITIONAL_BODIES:
-        for node in match.nodes:
-            if node.type == "CONDITIONAL":
-                probe.say(f"  the driver names node {node.index}'s bodies: {reader.conditional_bodies(node.handle)}")
+        conditionals = [n for n in match.nodes if n.type == "CONDITIONAL"]
+        named = [b for node in conditionals for b in reader.conditional_bodies(node.handle)]
+        probe.expect("the bodies learnt at capture time are the ones the driver names", named, learnt)
+    probe.expect("every conditional body was walked", [n.index for n in match.nodes
+                 if n.type == "CONDITIONAL" and n.fields.get("bodies_unknown")], [])  # fmt: skip
     probe.expect("every node is accounted for", [(n.index, n.role) for n in match.nodes
                  if n.role in ("unrecorded", "foreign", "unread")], [])  # fmt: skip
     probe.expect("the Graph branch's child graph was walked", any(n.type == "GRAPH" for n in match.nodes), True)
     baked = {a.start for addresses in match.addresses().values() for a in addresses}
-    probe.expect("the Graph branch's baked address reaches the replay check", x.ptr in baked, True)
+    probe.expect("the address only the Graph branch bakes reaches the replay check", y.ptr in baked, True)
     _checked_clean(probe, match)
     wp.capture_launch(cap.graph)
     probe.expect("the replay counted down", int(counter.numpy()[0]), 0)
 
 
-@section("deterministic mode: Warp's native deterministic work")
+@section("deterministic mode: Warp's native deterministic work, and a step through graphcheck.capture")
 def _deterministic(probe: Probe, ctx: Any) -> None:
     wp, device = ctx.wp, ctx.device
     mode = getattr(getattr(wp.config, "DeterministicMode", None), "RUN_TO_RUN", None)
@@ -738,8 +791,39 @@ def _deterministic(probe: Probe, ctx: Any) -> None:
         probe.expect("every node is accounted for", [(n.index, n.type, n.role) for n in match.nodes
                      if n.role in ("unrecorded", "foreign", "unread")], [])  # fmt: skip
         _checked_clean(probe, match)
+        probe.expect("only the launch is the user's", [r.kernel for r in trace.records if not r.internal],
+                     ["tests_gpu.deterministic_kernels.atomic_total"])  # fmt: skip
+        _deterministic_step(probe, ctx, D)
     finally:
         wp.config.deterministic = saved
+
+
+def _deterministic_step(probe: Probe, ctx: Any, D: Any) -> None:
+    """A deterministic step through graphcheck.capture: the reference call, the capture, the
+    host checks (stream-drift, the comparison), the graph and the replay."""
+    import graphcheck as gc
+
+    wp, device = ctx.wp, ctx.device
+
+    class Totals:
+        def __init__(self) -> None:
+            self.x = wp.ones(256, dtype=float, device=device)
+            self.total = wp.zeros(1, dtype=float, device=device)
+
+        def step(self) -> None:
+            wp.launch(D.atomic_total, dim=256, inputs=[self.x, self.total], device=device)
+
+    totals = Totals()
+    checked = gc.capture(totals.step, device=device, owners=(totals,), on_failure="ignore")
+    report = checked.report
+    probe.say(f"  report: {report}")
+    probe.expect("gc.capture of a deterministic step finds nothing", [(f.kind, f.message) for f in report.findings], [])
+    probe.expect("... with every check run (the host checks and the comparison included)",
+                 (report.status, "compare" in report.checks), ("passed", True))  # fmt: skip
+    before = float(totals.total.numpy()[0])
+    checked.launch()
+    wp.synchronize_device(device)
+    probe.expect("a replay adds the step's 256 once", float(totals.total.numpy()[0]) - before, 256.0)
 
 
 if __name__ == "__main__":
