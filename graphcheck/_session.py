@@ -265,10 +265,11 @@ class Session:
             record.nested = self.bodies[-1] if self.bodies else True
         if self.deterministic and record.kind != "launch":
             record.internal = True
-        if self.eager and not record.stream and _warp.capturing_now(record.device, None):
-            # Captured into a graph the eager call makes itself (a solver that captures its
-            # own step lazily): the wp.capture_launch of that graph stands for it. An
-            # operation on a CUDA stream learns it from before_cuda_op's one question.
+        # Captured into a graph the eager call makes itself (a solver that captures its own
+        # step lazily): the wp.capture_launch of that graph stands for it. An operation on a
+        # CUDA stream learns it from before_cuda_op's one question.
+        on_cpu = not record.stream or record.device.startswith("cpu")
+        if self.eager and on_cpu and _warp.capturing_now(record.device, None):
             record.nested = True
         internal = record.internal
         for trace in self.traces:

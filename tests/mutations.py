@@ -144,7 +144,7 @@ MUTATIONS: dict[str, Mutation] = {
     "unfixed-two-queries": Mutation(
         "a reference call asks the driver twice per operation",
         "graphcheck/_session.py",
-        "        if self.eager and not record.stream and _warp.capturing_now(record.device, None):",
+        "        if self.eager and on_cpu and _warp.capturing_now(record.device, None):",
         "        if self.eager and _warp.capturing_now(record.device, record.stream):",
     ),
     "unfixed-skipped-empty-bytes": Mutation(
