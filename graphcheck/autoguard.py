@@ -9,8 +9,9 @@ capture are taken from where it was opened: the ``self`` of the method that open
 else that frame's variables.
 
 With ``reference_call=True`` a capture block made only of calls (``sim.step()``) runs
-once eagerly before it is captured, as the reference call, so drift is found too; the
-program then advances one extra step per capture.
+once more eagerly right after it is captured, and the capture is compared with that eager
+call, so drift is found too. The graph the program keeps is its own capture, made from the
+state the program left for it; the program then takes one extra step per capture.
 
 ``graphcheck run SCRIPT`` and the pytest marker ``@pytest.mark.graphcheck`` use it.
 """
@@ -29,9 +30,10 @@ from typing import Any
 
 from . import _warp
 from .checked import CheckedGraph, observe_replays
-from .findings import Allow, Report, allowances
+from .findings import NOT_APPLICABLE, Allow, Finding, Report, allowances
 from .guard import GraphGuard, InferredOwners, checking_enabled, observe, opening_capture
 from .options import CaptureOptions
+from .record import LaunchTrace
 from .schema import combined_status
 from .site import CodeKind, Site, site_of
 
@@ -78,7 +80,7 @@ def block_reference(frame: FrameType) -> tuple[Callable[[], None] | None, str]:
         return None, "the capture is not opened by a with statement"
     block = max(blocks, key=lambda node: node.lineno)
     if not all(isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) for s in block.body):
-        return None, "the capture block is not made of plain calls only (run its step as graphcheck check does)"
+        return None, "the capture block is not made of plain calls only"
     code = compile(ast.Module(body=block.body, type_ignores=[]), filename, "exec")
     scope_globals, scope_locals = frame.f_globals, frame.f_locals
 
@@ -86,6 +88,84 @@ def block_reference(frame: FrameType) -> tuple[Callable[[], None] | None, str]:
         exec(code, scope_globals, dict(scope_locals))
 
     return reference, ""
+
+
+#: What a capture is compared with under ``reference_call=True``, as its findings name it.
+EAGER_AFTER = "the eager call after the capture"
+
+
+class _ComparedAfter(GraphGuard):
+    """A guard of a program's capture block that compares the capture with an eager run of
+    the block made right after it. Nothing runs before the capture, so the graph is the one
+    the program would have made without graphcheck; the eager call is the one extra step."""
+
+    _against = EAGER_AFTER
+
+    def __init__(self, device: Any, block: Callable[[], None] | None, owners: Any, options: CaptureOptions,
+                 *, name: str) -> None:  # fmt: skip
+        super().__init__(device, None, owners, options, name=name)
+        self._after = block
+        #: Why the eager call after the capture gave nothing to compare with (it raised), if it did not.
+        self.after_failed: str | None = None
+
+    def _judge(self, trace: LaunchTrace, capture_error: BaseException | None, retry: Any = None) -> None:
+        if capture_error is None and self._after is not None and self._reference_trace is None:
+            self._reference_trace = self._eager_after()
+        super()._judge(trace, capture_error, retry)
+        if self._reference_trace is not None:
+            # Nothing ran between the capture and the eager call: every drift is host state
+            # the block itself changes, which has two readings.
+            self.report.findings = tuple(map(_both_readings, self.report.findings))
+            self.report.suppressed = tuple(map(_both_readings, self.report.suppressed))
+            if self.checked is not None:
+                self.checked.report = self.report
+
+    def _eager_after(self) -> LaunchTrace | None:
+        """The block run once eagerly under a trace (None when it raised: said in :attr:`after_failed`)."""
+        assert self._after is not None
+        trace = LaunchTrace(eager=True)
+        try:
+            with trace:
+                self._after()
+        except Exception as error:
+            site = _user_site_of(error)
+            where = f" at {site.short}" if site is not None else ""
+            first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            self.after_failed = f"the eager call after the capture raised {type(error).__name__}{where}" + (
+                f": {first}" if first else ""
+            )
+            return None
+        finally:
+            self.eager_calls += 1
+        return trace
+
+
+def _user_site_of(error: BaseException) -> Site | None:
+    """The last of the user's lines in ``error``'s traceback."""
+    site, tb = None, error.__traceback__
+    while tb is not None:
+        if _warp.code_kind(tb.tb_frame.f_code) is CodeKind.USER:
+            site = site_of(tb.tb_frame.f_code, tb.tb_lasti)
+        tb = tb.tb_next
+    return site
+
+
+def _both_readings(finding: Finding) -> Finding:
+    """A drift between a capture and the eager call right after it, with both of its readings."""
+    if not finding.kind.endswith("-drift"):
+        return finding
+    fix = (
+        "the block itself changed this between the capture and the eager call after it. Either every replay repeats "
+        f"what was captured, a bug if the program means it to advance each call ({finding.fix}); or the block is "
+        "set-up captured once and never called again, and only the extra eager call differs: accept it, or validate "
+        "the step itself with gc.capture(step)"
+    )
+    if finding.kind == "launch-sequence-drift" and finding.detail.get("what") == "extra":
+        fix = (
+            "if these are set-up only a first call does, the program captured its first call and every replay repeats "
+            f"them: call the step once before capturing it. Else {fix}"
+        )
+    return dataclasses.replace(finding, fix=fix, message=f"{finding.message.split('; fix: ')[0]}; fix: {fix}.")
 
 
 class AutoGuard:
@@ -97,14 +177,16 @@ class AutoGuard:
             never raised (``on_failure`` is ``"ignore"``), every launch is checked
             (``replay_check`` is ``"always"``), and each capture's ``stream``,
             ``force_module_load`` and ``capture_mode`` are its own.
-        reference_call: run a capture block made of plain calls once eagerly first, as
-            the reference call that the capture is compared with (one extra step); a
-            ``warmup`` option (eager calls of the block before the reference call) implies it.
+        reference_call: run each capture block made of plain calls once more eagerly
+            right after it is captured, and compare the capture with that call (one extra
+            step of the program per capture; the graph stays the program's own capture).
         keep_graphs: keep every capture's :class:`~graphcheck.CheckedGraph` in
             :attr:`graphs` (for pictures; it keeps the graphs alive).
-        rerun_to_compare: how the front end runs a reference call, as the NOT-checked line
-            for ``compare`` names it (``graphcheck run --reference-call``; the pytest plugin
-            names its marker's ``reference_call=True``).
+        to_compare: how the front end turns the comparison on, as the closing line and the
+            NOT-checked line for ``compare`` say it (``rerun with `graphcheck run
+            --reference-call```; the pytest plugin names its marker's ``reference_call=True``).
+        validate_step: how the front end validates a step on its own, as the NOT-checked
+            lines suggest it (``graphcheck check MODULE:FACTORY``; the plugin names its fixture).
         keywords: capture options as keywords, in place of (or over) ``options``.
 
     Attributes:
@@ -113,6 +195,11 @@ class AutoGuard:
             findings included), each named
             after the ``wp.capture_launch`` line that ran it.
         graphs: with ``keep_graphs``, each capture's checked graph, in order.
+        extra_steps: the eager calls of capture blocks graphcheck made (``reference_call``).
+
+    Raises:
+        ValueError: for a ``warmup`` option: warm-up calls before a capture would change
+            the graph the program keeps (``gc.capture`` and ``graphcheck check`` take it).
     """
 
     def __init__(
@@ -121,12 +208,20 @@ class AutoGuard:
         *,
         reference_call: bool = False,
         keep_graphs: bool = False,
-        rerun_to_compare: str = "graphcheck run --reference-call",
+        to_compare: str = "rerun with `graphcheck run --reference-call`",
+        validate_step: str = "`graphcheck check MODULE:FACTORY`",
         **keywords: Any,
     ) -> None:
-        self._how = {**_HOW, "compare": _HOW["compare"].format(rerun=rerun_to_compare)}
+        self._to_compare, self._validate = to_compare, validate_step
         self.options = CaptureOptions.of(options, **keywords, on_failure="ignore", replay_check="always")
+        if self.options.warmup is not None:
+            raise ValueError(
+                f"warmup={self.options.warmup}: a guarded program takes no warm-up calls (they would run before its "
+                "capture and change the graph it keeps); its capture is compared with an eager call made after it. "
+                "Warm up in the program before capturing, or validate the step with warmup= in gc.capture"
+            )
         self.reference_call = reference_call
+        self.extra_steps = 0
         self.reports: list[Report] = []
         self.keep_graphs = keep_graphs
         self.graphs: list[CheckedGraph] = []
@@ -196,31 +291,17 @@ class AutoGuard:
                                             force_module_load=self.force_module_load,
                                             capture_mode=getattr(self, "capture_mode", None))  # fmt: skip
                 site = site_of(frame.f_code, frame.f_lasti).short
-                warmup = options.warmup or 0
-                wanted = autoguard.reference_call or warmup > 0
-                reference, why_not = block_reference(frame) if wanted else (None, "")
-                if reference is None and warmup:
-                    options = CaptureOptions.of(options, warmup=None)  # no block to warm up: said in the note
-                self._graphcheck = GraphGuard(
-                    self.device, reference, _owners_from_frame(frame), options, name=f"capture at {site}"
+                block, why_not = block_reference(frame) if autoguard.reference_call else (None, "")
+                self._graphcheck = _ComparedAfter(
+                    self.device, block, _owners_from_frame(frame), options, name=f"capture at {site}"
                 )
                 self._graphcheck._site = site_of(frame.f_code, frame.f_lasti)  # the with line: its comment counts
-                self._graphcheck._block = reference  # the block's own calls, run again
                 autoguard._inside += 1  # the guard's own capture reaches Warp's capture_begin
                 try:
                     self._graphcheck.__enter__()
                 finally:
                     autoguard._inside -= 1
-                self._graphcheck_note = (
-                    f"reference call: {why_not}"
-                    if why_not
-                    else f"the block ran {warmup + 1} times eagerly before the capture, {warmup} as warm-up and then "
-                    f"as the reference call ({warmup + 1} extra steps)"
-                    if reference is not None and warmup
-                    else "the block ran once eagerly before the capture as the reference call (one extra step)"
-                    if reference is not None
-                    else ""
-                )
+                self._graphcheck_why_not = why_not
                 self.active = True
                 return self
 
@@ -238,8 +319,12 @@ class AutoGuard:
                     self.active = False
                     self.graph = guard.graph
                 if exc is None or suppressed:
-                    if self._graphcheck_note:
-                        guard.report.notes += (self._graphcheck_note,)
+                    if guard.eager_calls and not guard.after_failed:
+                        guard.report.notes += (
+                            "the block ran once more eagerly right after the capture, to compare with it (one extra "
+                            "step; the graph is the program's own capture)",
+                        )
+                    autoguard._hinted(guard.report, guard.after_failed or self._graphcheck_why_not)
                     autoguard._record(guard)
                 return bool(suppressed) and exc is None
 
@@ -281,6 +366,8 @@ class AutoGuard:
 
     def _record(self, guard: GraphGuard) -> None:
         self.reports.append(guard.report)
+        if isinstance(guard, _ComparedAfter):
+            self.extra_steps += guard.eager_calls
         if guard.graph is not None and guard.checked is not None:
             self._graphs[guard.graph] = guard.checked
         if self.keep_graphs and guard.checked is not None:
@@ -315,38 +402,64 @@ class AutoGuard:
         for report in self.reports:
             for check, reason in report.not_run:
                 skipped.setdefault(check, []).append(reason)
-        out = []
-        for check, reasons in skipped.items():
-            # Where _HOW says how to run the check, the guard's own hint (for its API) gives way.
-            reason = reasons[0].split(" (")[0] if check in self._how else reasons[0]
-            reason += f" ({len(reasons)} captures)" if len(reasons) > 1 else ""
-            out.append((check, f"{reason}{self._how.get(check, '')}"))
-        return out
+        return [
+            (check, reasons[0] + (f" ({len(reasons)} captures)" if len(reasons) > 1 else ""))
+            for check, reasons in skipped.items()
+        ]
 
     def verdict(self) -> str:
-        """The closing lines: how many captures were guarded, what they found, and what was
-        NOT checked and how to check it."""
+        """The closing lines: how many captures were guarded, what they found, whether they
+        were compared with an eager call, the extra steps taken, and what was NOT checked
+        and how to check it."""
         captures = len(self.reports)
         guarded = f"{captures} capture{'s' if captures != 1 else ''}"
         if not checking_enabled():
-            return f"graphcheck: NOT checked: GRAPHCHECK_DISABLE is set, {guarded} ran unchecked"
+            extra = " (no extra step was taken)" if self.reference_call else ""
+            return f"graphcheck: NOT checked: GRAPHCHECK_DISABLE is set, {guarded} ran unchecked{extra}"
         if not captures:
             return "graphcheck: NOT checked: the program opened no wp.ScopedCapture to guard"
         count = len(self.findings)
-        found = "no findings" if not count else f"{count} finding{'s' if count != 1 else ''}"
-        lines = [f"graphcheck: {guarded} guarded, {found}"]
+        uncompared = sum(1 for r in self.reports if any(check == "compare" for check, _ in r.not_run))
+        if count:
+            line = f"graphcheck: {guarded} guarded, {count} finding{'s' if count != 1 else ''}"
+        else:
+            line = f"graphcheck: {guarded} guarded, no findings" + (" in what was checked" if uncompared else "")
+        if uncompared:
+            which = (
+                ("the capture was" if captures == 1 else "the captures were")
+                if uncompared == captures
+                else f"{uncompared} of the {captures} captures were"
+            )
+            line += f"; {which} NOT compared with an eager call"
+            line += f": {self._to_compare}" if not self.reference_call else ""
+        if self.extra_steps:
+            steps = f"{self.extra_steps} extra step{'s' if self.extra_steps != 1 else ''}"
+            line += f"; the program took {steps} (an eager call of each capture block right after its capture)"
+        lines = [line]
         lines.extend(f"graphcheck: NOT checked: {check}: {why}" for check, why in self.not_checked())
         lines.extend(f"graphcheck: allowance matched nothing: {a} (check the kernel and argument names)"
                      for a in self.unused_allow())  # fmt: skip
         return "\n".join(lines)
 
-
-#: How to run a check that ``graphcheck run`` could not.
-_HOW = {
-    "compare": "; to compare with an eager call, rerun with `{rerun}` (one extra step), or "
-    "validate the step with `graphcheck check MODULE:FACTORY` or gc.capture(step)",
-    "ownership": "; the capture's frame holds no Warp arrays: validate it with gc.capture(step, owners=(sim,))",
-}
+    def _hinted(self, report: Report, why_not: str) -> None:
+        """A guarded capture's NOT-checked reasons said for this front end, not for the Python
+        API (``pass reference=``): how to compare, and how to validate the step on its own."""
+        if why_not:
+            compare = f"{why_not}; validate the step with {self._validate}"
+        else:
+            compare = (
+                f"no reference call: {self._to_compare} to compare each capture block made of plain calls with an "
+                f"eager call after it (one extra step), or validate the step with {self._validate}"
+            )
+        hints = {
+            "compare": compare,
+            "ownership": f"the frame that opened the capture holds no Warp arrays; validate the step with "
+            f"{self._validate}",
+        }
+        report.skipped = tuple(
+            (check, reason if reason.startswith(NOT_APPLICABLE) else hints.get(check, reason))
+            for check, reason in report.skipped
+        )
 
 
 def _replayed_at(report: Report, site: Site | None, allow: Any, what: str, verb: str) -> Report:

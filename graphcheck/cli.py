@@ -197,11 +197,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--reference-call",
         action="store_true",
-        help="run each capture block made of plain calls once eagerly first, as the reference call to "
-        "compare with (the program advances one extra step per capture, three where first-call work needs a "
-        "retry)",
+        help="compare each capture with an eager run of its block (made only of plain calls) right after it; the "
+        "graph stays the program's own, and the program takes one extra step per capture",
     )
-    warmup(run, "each capture block (implies --reference-call)")
+    run.add_argument("--warmup", default=None, help=argparse.SUPPRESS)  # refused, with why: see _run
     run.add_argument("script", help="the program to run")
     run.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
 
@@ -642,6 +641,12 @@ def _run(args: argparse.Namespace, settings: Any) -> int:
         raise UsageError(prog, f"{script} is a folder with no __main__.py: name the program's .py file in it")
     if not os.path.exists(script):
         raise UsageError(prog, f"no such file: {script}")
+    if args.warmup is not None:
+        raise UsageError(
+            prog, f"--warmup {args.warmup} does not apply to run: warm-up calls would run before the program's capture "
+            "and change the graph it keeps (--reference-call compares the capture with an eager call after it). Warm "
+            "up in the program before capturing, or validate the step with graphcheck check MODULE:FACTORY --warmup N"
+        )  # fmt: skip
     if args.output_format in DOCUMENT_FORMATS and not args.output:
         raise UsageError(
             prog, f"--output-format {args.output_format} needs --output PATH with run: the program writes to standard "
@@ -653,29 +658,20 @@ def _run(args: argparse.Namespace, settings: Any) -> int:
     script_args = list(args.args)
     if script_args[:1] == ["--"]:
         script_args = script_args[1:]
-    if args.warmup:
+    if args.reference_call:
         print(
-            f"graphcheck: --warmup {args.warmup}: each capture block runs {args.warmup + 1} times eagerly before it "
-            f"is captured ({args.warmup} warm-up calls and the reference call), so the program advances "
-            f"{args.warmup + 1} extra steps per capture",
-            file=sys.stderr,
-        )
-    elif args.reference_call:
-        print(
-            "graphcheck: --reference-call: each capture block runs once eagerly before it is captured, so the "
-            "program advances one extra step per capture (three where first-call work needs a retry: "
-            "graphcheck explain launch-sequence-drift)",
+            "graphcheck: --reference-call: GRAPHCHECK_DISABLE is set, so no capture block runs eagerly (no extra step)"
+            if not _checking()
+            else "graphcheck: --reference-call: each capture block made of plain calls runs once more eagerly right "
+            "after it is captured, to compare with the capture: the program takes one extra step per capture (the "
+            "graphs it keeps are its own captures)",
             file=sys.stderr,
         )
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [script, *script_args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     program_exit = 0
-    guard = AutoGuard(
-        settings.capture_options(warmup=args.warmup),
-        reference_call=args.reference_call or bool(args.warmup),
-        keep_graphs=bool(args.dot),
-    )
+    guard = AutoGuard(settings.capture_options(), reference_call=args.reference_call, keep_graphs=bool(args.dot))
     try:
         with guard:
             runpy.run_path(os.path.abspath(script), run_name="__main__")  # __file__ absolute, as Python makes it

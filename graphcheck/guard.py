@@ -297,6 +297,10 @@ class GraphGuard:
         checked: the :class:`CheckedGraph`.
     """
 
+    #: What the reference trace is, as the findings name it (a front end that makes its
+    #: eager call after the capture, not before, names it so).
+    _against = checks.REFERENCE_CALL
+
     def __init__(
         self,
         device: Any = None,
@@ -489,7 +493,7 @@ class GraphGuard:
             validated_before = self._reference_trace is None and self.reference is not None
             self.report, match = judge(self._reference_trace, trace, owned, self.graph, self.options, name=self.name,
                                        device=self.device, validated_before=validated_before,
-                                       site=self._site)  # fmt: skip
+                                       site=self._site, against=self._against)  # fmt: skip
             if retry is not None:
                 if self._settle(retry, trace, owned):  # the user's block, not reference=, is what the graph must hold
                     trace, match, self.graph = retry.trace, retry.match, retry.graph

@@ -27,10 +27,11 @@ class or factory builds (see :func:`graphcheck.verify_replay`, :func:`graphcheck
         graphcheck.verify_replay(Simulator, steps=4)   # GraphCheckError when the replay diverges
         graphcheck.check_producer(Simulator)
 
-The ``graphcheck`` marker guards every ``wp.ScopedCapture`` the test body opens, with no
-reference call (per-call allocations, foreign buffers, and stale pointers before each
-``wp.capture_launch``; see :class:`graphcheck.autoguard.AutoGuard`), and fails the test
-when any of them has a finding::
+The ``graphcheck`` marker guards every ``wp.ScopedCapture`` the test body opens (per-call
+allocations, foreign buffers, and stale pointers before each ``wp.capture_launch``; see
+:class:`graphcheck.autoguard.AutoGuard`), and fails the test when any of them has a
+finding. Without ``reference_call=True`` it does not compare a capture with an eager call,
+so a frame counter or buffers swapped in Python pass it (as ``partial``)::
 
     @pytest.mark.graphcheck
     def test_training_loop():
@@ -42,10 +43,10 @@ when any of them has a finding::
 
 ``allow`` takes finding kinds or :class:`graphcheck.Allow` objects; ``device`` runs the
 test body under ``wp.ScopedDevice(device)`` and is the fixture's default device in that
-test; ``reference_call=True`` runs each capture block made of plain calls once eagerly
-first, as the reference call to compare with; ``warmup=N`` runs each such block N times
-eagerly before that reference call, for set-up only the first calls do (it implies
-``reference_call=True``). The closest marker wins (a function's over its class's).
+test; ``reference_call=True`` runs each capture block made of plain calls once more
+eagerly right after it is captured and compares the capture with that call (the graph
+stays the test's own capture; the test takes one extra step per capture). The closest
+marker wins (a function's over its class's).
 
 ``[tool.graphcheck]`` in the pyproject.toml of pytest's root directory sets ``allow``,
 ``replay_check``, ``on_failure``, ``strict_ownership`` and ``device`` for the fixture and
@@ -97,10 +98,11 @@ if TYPE_CHECKING:
 __all__ = ["GraphcheckFixture", "Validation"]
 
 MARKER_HELP = (
-    "graphcheck(allow=(), device=None, reference_call=False, strict_ownership=False, warmup=None): every "
-    "wp.ScopedCapture in the test must be replay-safe"
+    "graphcheck(allow=(), device=None, reference_call=False, strict_ownership=False): every wp.ScopedCapture the "
+    "test opens is checked for per-call allocations, foreign buffers and stale pointers; with reference_call=True "
+    "also compared with an eager call of its block"
 )
-MARKER_KEYWORDS = ("allow", "device", "reference_call", "strict_ownership", "warmup")
+MARKER_KEYWORDS = ("allow", "device", "reference_call", "strict_ownership")
 
 #: Where a validation came from, as the JSON report and the test report's section name it.
 SOURCE_VALIDATE = "validate"  # graphcheck.validate(fn)
@@ -193,6 +195,15 @@ class _SessionRecord:
         partial = Counter(check for v in self.validations for check, _ in v.report.not_run)
         if partial:
             line += "; NOT checked: " + ", ".join(f"{check} in {n}" for check, n in partial.items())
+        uncompared = sum(
+            1 for v in self.validations if v.source == SOURCE_MARKER and any(c == "compare" for c, _ in v.report.not_run)
+        )
+        if uncompared:
+            captures = f"{uncompared} marked capture{'s' if uncompared != 1 else ''} {'were' if uncompared != 1 else 'was'}"
+            line += (
+                f" ({captures} NOT compared with an eager call: @pytest.mark.graphcheck(reference_call=True) "
+                "compares them)"
+            )
         return line
 
 
@@ -552,6 +563,14 @@ def _marker_settings(marker: pytest.Mark) -> tuple[tuple[Allow, ...], Any]:
     """The marker's allowances and device, checked (a typo in a kind fails the test, not silently)."""
     from .findings import allowances
 
+    if "warmup" in marker.kwargs:
+        pytest.fail(
+            f"@pytest.mark.graphcheck(warmup={marker.kwargs['warmup']!r}): the marker takes no warm-up calls (they "
+            "would run before the test's capture and change the graph it keeps); with reference_call=True the capture "
+            "is compared with an eager call after it. Warm up in the test before capturing, or validate the step "
+            "with graphcheck.validate(step, warmup=N)",
+            pytrace=False,
+        )
     unknown = sorted(set(marker.kwargs) - set(MARKER_KEYWORDS))
     if marker.args or unknown:
         given = ", ".join([*map(repr, marker.args), *unknown])
@@ -560,13 +579,13 @@ def _marker_settings(marker: pytest.Mark) -> tuple[tuple[Allow, ...], Any]:
             f"got {given}; e.g. @pytest.mark.graphcheck(allow=['scalar-drift'])",
             pytrace=False,
         )
-    from .options import check_warmup
-
     keyword = "allow"
     try:
         allow = allowances(marker.kwargs.get("allow"))
-        keyword = "warmup"
-        check_warmup(marker.kwargs.get("warmup"))
+        for keyword in ("reference_call", "strict_ownership"):
+            value = marker.kwargs.get(keyword, False)
+            if not isinstance(value, bool):
+                raise TypeError(f"expected True or False, got {value!r} (a {type(value).__name__})")
     except (TypeError, ValueError) as error:
         problem = str(error)
     else:
@@ -622,10 +641,10 @@ def _run_marked(item: pytest.Item, marker: pytest.Mark) -> Generator[None, objec
     autoguard = AutoGuard(
         options,
         allow=allow,
-        reference_call=bool(marker.kwargs.get("reference_call", False)),
-        strict_ownership=bool(marker.kwargs.get("strict_ownership", options.strict_ownership if options else False)),
-        warmup=marker.kwargs.get("warmup"),
-        rerun_to_compare="@pytest.mark.graphcheck(reference_call=True)",
+        reference_call=marker.kwargs.get("reference_call", False),
+        strict_ownership=marker.kwargs.get("strict_ownership", options.strict_ownership if options else False),
+        to_compare="mark the test `@pytest.mark.graphcheck(reference_call=True)`",
+        validate_step="the graphcheck fixture, graphcheck.validate(step)",
     )
     try:
         # The with statement exits the AutoGuard however the body ends, so wp.ScopedCapture

@@ -62,7 +62,10 @@ def test_run_guards_an_unmodified_warp_example():
     script = Path(warp.examples.__file__).parent / "core" / "example_graph_capture.py"
     result = graphcheck("run", str(script), "--headless", "--num-frames", "2")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "graphcheck: 1 capture guarded, no findings" in result.stdout
+    assert "graphcheck: 1 capture guarded, no findings in what was checked" in result.stdout
+    # The program's own output (its timers) and graphcheck's closing lines, nothing else.
+    theirs = [line for line in result.stdout.splitlines() if not line.startswith("graphcheck: ")]
+    assert len(theirs) == 2 and all(line.startswith("step took") for line in theirs), result.stdout
 
 
 SCRIPT = """
@@ -402,9 +405,14 @@ def test_run_without_reference_call_says_what_it_did_not_check_and_strict_fails(
     result = graphcheck("run", script)
     assert result.returncode == 0, result.stderr
     closing = result.stdout.strip().splitlines()[-2:]
-    assert closing[0] == "graphcheck: 1 capture guarded, no findings"
+    # The closing line itself says what was not compared, not only a later NOT-checked line.
+    assert closing[0] == (
+        "graphcheck: 1 capture guarded, no findings in what was checked; the capture was NOT compared with an eager "
+        "call: rerun with `graphcheck run --reference-call`"
+    )
     assert closing[1].startswith("graphcheck: NOT checked: compare: no reference call")
     assert "graphcheck run --reference-call" in closing[1] and "graphcheck check MODULE:FACTORY" in closing[1]
+    assert "pass reference=" not in result.stdout, "the command line's hint, not the Python API's"
     assert graphcheck("run", "--strict", script).returncode == 1
 
 
@@ -447,15 +455,21 @@ def test_run_reference_call_finds_drift_and_says_the_program_advances_one_extra_
     assert plain.returncode == 0 and "frames stepped: 1" in plain.stdout
     result = graphcheck("run", "--reference-call", "--json", "--output", str(tmp_path / "r.json"), str(script))
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "one extra step" in result.stderr
-    assert "frames stepped: 2" in result.stdout, "the block ran once eagerly first"
+    assert "one extra step per capture" in result.stderr
+    assert "frames stepped: 2" in result.stdout, "the block ran once more eagerly after the capture"
+    assert "the program took 1 extra step" in result.stdout
     document = json.loads((tmp_path / "r.json").read_text())
     validate_document(document)
     first, second = document["reports"]
     assert [f["kind"] for f in first["findings"]] == ["scalar-drift"] and "compare" in first["checks"]
-    # A block that is not plain calls cannot serve as its own reference: it says so.
-    assert dict((s["check"], s["reason"]) for s in second["skipped"])["compare"].startswith("no reference call")
-    assert any("not made of plain calls" in note for note in second["notes"])
+    (drift,) = first["findings"]
+    # The graph the program keeps is its own: it baked frame 1, as it would without graphcheck.
+    assert (drift["captured"], drift["reference"]) == (1.0, 2.0)
+    assert "2.0 in the eager call after the capture, 1.0 captured" in drift["message"]
+    assert "a bug if the program means it to advance" in drift["fix"] and "set-up captured once" in drift["fix"]
+    # A block that is not plain calls cannot be run again: the compare line says so.
+    reason = dict((s["check"], s["reason"]) for s in second["skipped"])["compare"]
+    assert reason.startswith("the capture block is not made of plain calls only; validate the step with"), reason
 
 
 def test_a_stale_pointer_from_run_names_the_capture_launch_line(tmp_path):

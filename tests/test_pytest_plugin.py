@@ -259,7 +259,9 @@ def test_marker_guards_every_capture_of_the_test(inner: pytest.Pytester):
     result.stdout.fnmatch_lines(
         [
             "*_ test_per_call_allocation_fails _*",
-            "graphcheck: 1 capture guarded, 1 finding",
+            # the marker's summary says plainly what was not compared, and how to compare
+            "graphcheck: 1 capture guarded, 1 finding; the capture was NOT compared with an eager call: mark the "
+            "test `@pytest.mark.graphcheck(reference_call=True)`",
             # the marker's own way to compare, not the command line's
             "graphcheck: NOT checked: compare: no reference call*`@pytest.mark.graphcheck(reference_call=True)`*",
             "graphcheck: 1 finding in capture at test_marker.py:* on cpu*",

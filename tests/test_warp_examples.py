@@ -213,3 +213,39 @@ def test_two_overloads_of_one_generic_kernel_in_a_cpu_graph():
         assert not np.array_equal(producer.wide.numpy().ravel(), np.arange(10, 70, 10))  # the replay went wrong
         if checked.ok or not any("_array_cast_kernel" in (f.kernel or "") for f in checked.report.findings):
             raise WrongVerdict(f"expected a finding on the two _array_cast_kernel overloads:\n{checked.report}")
+
+
+def _run_frames(run=None, **env):
+    """tests/scripts/graph_capture_frames.py under ``python`` (``run`` None) or ``graphcheck run *run``:
+    the result, and the picture line it printed."""
+    script = str(ROOT / "tests" / "scripts" / "graph_capture_frames.py")
+    environ = {k: v for k, v in os.environ.items() if k != "GRAPHCHECK_DISABLE"}
+    environ.update(PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), NO_COLOR="1", **env)
+    command = [sys.executable, script] if run is None else [sys.executable, "-m", "graphcheck", "run", *run, script]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=environ, timeout=600, check=False)
+    pictures = [line for line in result.stdout.splitlines() if line.startswith("picture:")]
+    assert len(pictures) == 1, result.stdout + result.stderr
+    return result, pictures[0]
+
+
+def test_graph_capture_example_computes_the_same_picture_under_run_and_reference_call():
+    _, picture = _run_frames()
+    plain, under_run = _run_frames([])
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+    assert under_run == picture, "plain `graphcheck run` changed the program's output"
+    closing = plain.stdout.splitlines()[-2]
+    assert closing.startswith("graphcheck: 1 capture guarded, no findings in what was checked; the capture was NOT "
+                              "compared with an eager call: rerun with `graphcheck run --reference-call`"), closing
+    # --reference-call: the graph the program keeps is its own capture (frequencies 1 to 32768, not
+    # from 65536 up), so the picture is the same; the block's own drift stays a finding, with both readings.
+    compared, under_reference = _run_frames(["--reference-call"])
+    assert under_reference == picture, "--reference-call changed the graph the program keeps"
+    assert compared.returncode == 1, compared.stdout + compared.stderr
+    out = compared.stdout
+    assert "scalar-drift (2)" in out and "65536.0 in the eager call after the capture, 1.0 captured" in out
+    assert "a bug if the program means it to advance each call" in out and "set-up captured once" in out
+    assert "the program took 1 extra step" in out
+    # Turned off, nothing is compared and no extra step is taken.
+    off, under_off = _run_frames(["--reference-call"], GRAPHCHECK_DISABLE="1")
+    assert under_off == picture and off.returncode == 0
+    assert "no extra step" in off.stderr and "(no extra step was taken)" in off.stdout, off.stdout + off.stderr
