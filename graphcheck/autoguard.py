@@ -391,9 +391,11 @@ class AutoGuard:
             return []
         return [a for a in reports[0].unused_allow if all(a in r.unused_allow for r in reports[1:])]
 
-    def summary(self) -> str:
-        """The :meth:`verdict` first, then every report with findings."""
-        return "\n".join([self.verdict(), *(str(r) for r in self.reports + self.replay_reports if r.findings)])
+    def summary(self, accept: Callable[[Finding], str] | None = None) -> str:
+        """The :meth:`verdict` first, then every report with findings (``accept``: how the
+        front end accepts a finding, as :meth:`Report.text` takes it)."""
+        reports = [r.text(accept=accept) for r in self.reports + self.replay_reports if r.findings]
+        return "\n".join([self.verdict(), *reports])
 
     def not_checked(self) -> list[tuple[str, str]]:
         """``(check, why, and how to run it)`` for each check some guarded capture did not run

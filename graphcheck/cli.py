@@ -70,9 +70,16 @@ def _width(stream: TextIO) -> int | None:
     return None
 
 
+def allow_option(finding: Any) -> str:
+    """The ``--allow KIND[:KERNEL[:ARG]]`` that accepts ``finding`` on the command line."""
+    kernel, arg = finding.accepted()
+    spec = ":".join([finding.kind, kernel or "", arg or ""]).rstrip(":")
+    return f"--allow {spec}"
+
+
 def render(report: Any, colour: bool, *, quiet: bool = False, width: int | None = None) -> str:
-    """A report as text, its verdict and kinds coloured for a terminal."""
-    text = report.text(quiet=quiet, width=width)
+    """A report as text (accept lines as ``--allow`` options), its verdict and kinds coloured for a terminal."""
+    text = report.text(quiet=quiet, width=width, accept=allow_option)
     if not colour:
         return text
     verdict = {"passed": _GREEN, "failed": _RED}.get(report.status, _YELLOW)
@@ -365,7 +372,7 @@ def github_annotations(report: Any) -> list[str]:
         text = finding.title or finding.message
         if finding.values:
             text += f": {finding.values}"
-        text += f"\n{finding.accept_line()}\ndocs: {docs_line(finding.kind)}"
+        text += f"\naccept: {allow_option(finding)}\ndocs: {docs_line(finding.kind)}"
         lines.append(f"::error {where}title={_escape_property(finding.kind)}::{_escape_data(text)}")
     for check, reason in report.not_run:
         title = _escape_property(f"graphcheck: {check} NOT checked")
@@ -403,11 +410,11 @@ def junit_xml(reports: list[tuple[str, Any]], command: str) -> str:
             failures += 1
             kinds = ", ".join(dict.fromkeys(f.kind for f in report.findings))
             failure = ET.SubElement(case, "failure", message=report.headline(), type=kinds)
-            failure.text = report.text()
+            failure.text = report.text(accept=allow_option)
         elif report.status == "not-checked":
             skipped += 1
             ET.SubElement(case, "skipped", message=report.headline())
-        ET.SubElement(case, "system-out").text = report.text()
+        ET.SubElement(case, "system-out").text = report.text(accept=allow_option)
     suite.set("failures", str(failures))
     suite.set("skipped", str(skipped))
     suites = ET.Element("testsuites")

@@ -15,7 +15,7 @@ import re
 import textwrap
 import warnings
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -180,13 +180,16 @@ class Finding:
 
     def accept_line(self) -> str:
         """A paste-ready ``allow=`` argument that accepts this finding (and its like)."""
-        parts = [f'"{self.kind}"']
-        if self.kernel:
-            parts.append(f'kernel="{self.kernel.rsplit(".", 1)[-1]}"')
-        if self.arg and self.arg not in _LAUNCH_SETTINGS:
-            # Allowing one argument of a finding about several allows the finding.
-            parts.append(f'arg="{self.arg.split(", ")[0]}"')
+        kernel, arg = self.accepted()
+        parts = [f'"{self.kind}"', *([f'kernel="{kernel}"'] if kernel else []), *([f'arg="{arg}"'] if arg else [])]
         return f"allow=[gc.Allow({', '.join(parts)})]"
+
+    def accepted(self) -> tuple[str | None, str | None]:
+        """The kernel (by its key) and argument an allowance that accepts this finding names."""
+        kernel = self.kernel.rsplit(".", 1)[-1] if self.kernel else None
+        # Allowing one argument of a finding about several allows the finding.
+        arg = self.arg.split(", ")[0] if self.arg and self.arg not in _LAUNCH_SETTINGS else None
+        return kernel, arg
 
     def to_dict(self) -> dict[str, Any]:
         """The finding as JSON-ready data."""
@@ -533,14 +536,19 @@ class Report:
             return f"graphcheck: no findings in {what}{on} ({operations}{extra}), but NOT checked: {missing}"
         return f"graphcheck: {what} is replay-safe{on} ({operations}{extra})"
 
-    def text(self, *, quiet: bool = False, width: int | None = None) -> str:
+    def text(
+        self, *, quiet: bool = False, width: int | None = None, accept: Callable[[Finding], str] | None = None
+    ) -> str:
         """The report as text: the verdict, each kind's findings with their values, the
         fix and the docs page once per kind, an accept line per finding, then the checks.
 
         Args:
             quiet: the verdict line only.
             width: wrap long lines to this many columns (None: do not wrap).
+            accept: how a front end accepts a finding (the command line's ``--allow``);
+                default :meth:`Finding.accept_line`.
         """
+        accept = accept or Finding.accept_line
         lines = [self.headline()]
         if quiet:
             return _wrap(lines, width)
@@ -558,7 +566,7 @@ class Report:
                     lines.append(f"      {finding.values}")
                 if finding.fix != KINDS[kind].fix:  # this cause calls for another fix
                     lines.append(f"      fix: {finding.fix}")
-                lines.append(f"      accept: {finding.accept_line()}")
+                lines.append(f"      accept: {accept(finding)}")
             if any(f.fix == KINDS[kind].fix for f in group):
                 lines.append(f"  fix: {KINDS[kind].fix}")
             lines.append(f"  docs: {docs_line(kind)}")

@@ -230,7 +230,9 @@ class _TestRecord:
         (without ``shown_already``, the report the test's failure shows)."""
         new, self.shown = self.validations[self.shown :], len(self.validations)
         return "\n\n".join(
-            f"[{v.source}] {v.report}" for v in new if v.report.findings and v.report is not shown_already
+            f"[{v.source}] {v.report.text(accept=marker_accept if v.source.startswith(SOURCE_MARKER) else None)}"
+            for v in new
+            if v.report.findings and v.report is not shown_already
         )
 
 
@@ -666,11 +668,16 @@ def _run_marked(item: pytest.Item, marker: pytest.Mark) -> Generator[None, objec
     if autoguard.findings:
         record.shown = len(record.validations)  # the failure shows the reports: no section repeats them
         record.verdict = autoguard.verdict().splitlines()[0]
-        _act(autoguard.summary(), on_failure)
+        _act(autoguard.summary(accept=marker_accept), on_failure)
     elif record.session.strict and not autoguard.reports and checking_enabled():
         record.verdict = autoguard.verdict()
         pytest.fail(f"{record.verdict} (--graphcheck-strict)", pytrace=False)
     return result
+
+
+def marker_accept(finding: Any) -> str:
+    """The marker argument that accepts ``finding`` in a marked test."""
+    return f"@pytest.mark.graphcheck({finding.accept_line()})"
 
 
 def _act(summary: str, on_failure: str) -> None:

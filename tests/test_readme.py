@@ -13,9 +13,9 @@ import pytest
 from tests.test_cli import ROOT, graphcheck, graphcheck_env
 
 
-def readme_sample() -> str:
+def readme_sample(marker_text: str = "<!-- README-SAMPLE") -> str:
     text = (ROOT / "README.md").read_text()
-    marker = text.index("<!-- README-SAMPLE")
+    marker = text.index(marker_text)
     block = re.search(r"```\n(.*?)\n```", text[marker:], re.S)
     assert block is not None
     return block.group(1)
@@ -31,6 +31,20 @@ def test_the_readme_sample_is_what_the_demo_prints_today(cpu):
     buggy = Particles("cpu", fixed=False)
     report = gc.capture(buggy.step, device="cpu", owners=(buggy,), on_failure="ignore").report
     assert readme_sample() == report.text(), "update the README's sample from `graphcheck demo --device cpu`"
+
+
+def test_the_readme_run_sample_catches_the_planted_counter_with_reference_call_only():
+    """The README's `graphcheck run --reference-call` sample is what the command prints today, and
+    plain `run` of the same program finds nothing and says it did not compare."""
+    command = ["run", "--reference-call", "examples/frame_counter.py", "--device", "cpu"]
+    compared = graphcheck_env(*command, env={"NO_COLOR": "1"})
+    assert compared.returncode == 1, compared.stdout + compared.stderr
+    assert readme_sample("<!-- README-RUN-SAMPLE") == compared.stdout.strip(), (
+        "update the README's run sample from `graphcheck run --reference-call examples/frame_counter.py --device cpu`"
+    )
+    plain = graphcheck_env("run", "examples/frame_counter.py", "--device", "cpu", env={"NO_COLOR": "1"})
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+    assert "no findings in what was checked; the capture was NOT compared with an eager call" in plain.stdout
 
 
 def test_the_readme_leads_with_what_a_user_does_and_keeps_benchmark_internals_in_the_docs():
