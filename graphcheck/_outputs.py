@@ -66,10 +66,21 @@ def check_output_path(option: str, path: str | os.PathLike[str], base: Path | No
     return target
 
 
-def write_output(path: Path, text: str) -> None:
-    """Write ``text`` to ``path``, creating the folders it lies in."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+def write_output(path: Path, text: str, option: str | None = None) -> None:
+    """Write ``text`` to ``path``, creating the folders it lies in.
+
+    Raises:
+        OutputPathError: with ``option`` (the option that named the path), when the write
+            fails (a full disk, a folder made unwritable since the path was checked); without
+            it, the ``OSError``.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as error:
+        if option is None:
+            raise
+        raise OutputPathError(f"cannot write {option} {path}: {error.strerror or error}") from None
 
 
 def _example(option: str) -> str:

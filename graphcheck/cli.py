@@ -12,6 +12,7 @@ envelope), GitHub workflow annotations or JUnit XML.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import difflib
 import importlib
@@ -22,13 +23,14 @@ import shutil
 import sys
 import textwrap
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 __all__ = ["EXIT_CODES", "main"]
 
 EXIT_PASSED, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130  # Ctrl-C, as Python exits on it
 #: The exit codes of every subcommand.
 EXIT_CODES = {
     EXIT_PASSED: "passed (or partial, or not checked, without --strict)",
@@ -41,6 +43,16 @@ FORMATS = ("text", "json", "github", "junit", "sarif")
 DOCUMENT_FORMATS = ("json", "junit", "sarif")
 
 _RED, _GREEN, _YELLOW, _BOLD, _DIM, _RESET = "\033[31m", "\033[32m", "\033[33m", "\033[1m", "\033[2m", "\033[0m"
+
+
+class WarpMissing(Exception):
+    """Warp is not installed in the Python that runs graphcheck: one line, exit status 3."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(
+            f"{prog}: error: Warp is not installed in this Python ({sys.executable}): install it with "
+            f"`{Path(sys.executable).name} -m pip install warp-lang` (graphcheck explain works without it)"
+        )
 
 
 class UsageError(Exception):
@@ -221,6 +233,9 @@ def _parser() -> argparse.ArgumentParser:
     reporting(check)
     check.add_argument("target", metavar="MODULE:FACTORY", help="e.g. mysim.envs:make_env")
     check.add_argument("--method", default="step", help="the method to capture (default: step)")
+    check.add_argument(
+        "--traceback", action="store_true", help="show the full traceback of an exception the factory or step raises"
+    )
     check.add_argument("--replays", type=_at_least(0), default=1, help="replays after validation (default 1)")
     warmup(check, "the method")
     by_values = check.add_mutually_exclusive_group()
@@ -289,7 +304,12 @@ def _settings(args: argparse.Namespace, prog: str) -> Any:
 
 def _warp_and_device(device: str | None, prog: str) -> str | None:
     """Load Warp quietly, check it is supported, and resolve ``device`` (UsageError for one Warp lacks)."""
-    import warp as wp
+    try:
+        import warp as wp
+    except ModuleNotFoundError as error:
+        if error.name != "warp":
+            raise
+        raise WarpMissing(prog) from None
 
     from . import _warp
 
@@ -316,8 +336,11 @@ def _code(status: str, strict: bool) -> int:
 # -- output -------------------------------------------------------------------------------
 
 
-def _emit(reports: list[tuple[str, Any]], args: argparse.Namespace, **extra: Any) -> None:
-    """Write ``(source, report)`` pairs in the chosen format, to ``--output`` or standard output."""
+def _emit(
+    reports: list[tuple[str, Any]], args: argparse.Namespace, failed: Sequence[tuple[str, str]] = (), **extra: Any
+) -> None:
+    """Write ``(source, report)`` pairs in the chosen format, to ``--output`` or standard output
+    (``failed``: what else fails the command, for JUnit: see :func:`junit_xml`)."""
     from ._outputs import write_output
     from .schema import report_document
 
@@ -341,11 +364,12 @@ def _emit(reports: list[tuple[str, Any]], args: argparse.Namespace, **extra: Any
 
         text = json.dumps(sarif_log(reports, args.command), indent=2)
     else:
-        text = junit_xml(reports, args.command)
+        text = junit_xml(reports, args.command, strict=args.strict, failed=failed)
     if args.output:
-        write_output(Path(args.output), text + "\n")
-        for _, report in reports:  # the verdicts still show in the job's log
-            print(report.headline())
+        write_output(Path(args.output), text + "\n", "--output")
+        for source, report in reports:  # the verdicts still show in the job's log (a passed replay's is the validation's)
+            if source != "replay" or report.findings:
+                print(report.headline())
     elif text:
         out.write(text + "\n")
 
@@ -393,12 +417,20 @@ def run_warnings(guard: Any) -> list[str]:
     ]
 
 
-def junit_xml(reports: list[tuple[str, Any]], command: str) -> str:
-    """A JUnit XML document: a test case per report, failed with its findings, skipped when not checked."""
+def junit_xml(
+    reports: list[tuple[str, Any]], command: str, *, strict: bool = False, failed: Sequence[tuple[str, str]] = ()
+) -> str:
+    """A JUnit XML document: a test case per report, failed with its findings (with ``strict``,
+    also when partial or not checked, as the exit status is), skipped when not checked; and a
+    failed test case per ``(name, message)`` in ``failed`` (what else made the exit status 1)."""
     import xml.etree.ElementTree as ET
 
-    suite = ET.Element("testsuite", name=f"graphcheck {command}", tests=str(len(reports)))
+    suite = ET.Element("testsuite", name=f"graphcheck {command}", tests=str(len(reports) + len(failed)))
     failures = skipped = 0
+    for name, message in failed:
+        failures += 1
+        case = ET.SubElement(suite, "testcase", classname=f"graphcheck.{command}", name=name)
+        ET.SubElement(case, "failure", message=message, type="exit-status")
     for source, report in reports:
         case = ET.SubElement(suite, "testcase", classname=f"graphcheck.{command}.{source}", name=report.name)
         properties = ET.SubElement(case, "properties")
@@ -411,6 +443,12 @@ def junit_xml(reports: list[tuple[str, Any]], command: str) -> str:
             kinds = ", ".join(dict.fromkeys(f.kind for f in report.findings))
             failure = ET.SubElement(case, "failure", message=report.headline(), type=kinds)
             failure.text = report.text(accept=allow_option)
+        elif strict and report.status != "passed":
+            failures += 1
+            not_run = "; ".join(f"{check}: {why}" for check, why in report.not_run or report.skipped)
+            ET.SubElement(case, "failure", message=f"{report.headline()} (--strict)", type=report.status).text = (
+                f"NOT checked: {not_run}" if not_run else None
+            )
         elif report.status == "not-checked":
             skipped += 1
             ET.SubElement(case, "skipped", message=report.headline())
@@ -426,12 +464,49 @@ def junit_xml(reports: list[tuple[str, Any]], command: str) -> str:
 def _write_dot(checked: Any, path: str) -> None:
     from . import dot
 
-    written = dot.write(checked, path)
+    try:
+        written = dot.write(checked, path)
+    except OSError as error:
+        from ._outputs import OutputPathError
+
+        raise OutputPathError(f"cannot write --dot {path}: {error.strerror or error}") from None
     for name in written:
         print(f"graphcheck: wrote {name}", file=sys.stderr)
     if len(written) == 1:
         svg = str(Path(path).with_suffix(".svg"))
         print(f"graphcheck: for an SVG, install Graphviz and run: dot -Tsvg {path} -o {svg}", file=sys.stderr)
+
+
+def _document_on_stdout(args: argparse.Namespace) -> bool:
+    """Whether graphcheck writes a document or annotations (not text) to standard output."""
+    return args.output_format != "text" and not args.output
+
+
+@contextlib.contextmanager
+def users_output_to_stderr(active: bool) -> Iterator[None]:
+    """While ``active``, what the user's code prints (Python's ``print`` and native ``printf``
+    alike) goes to standard error, as pytest captures a test's output: standard output then
+    carries graphcheck's document alone."""
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    try:
+        fd, err = sys.stdout.fileno(), sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (an in-process caller's buffer)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+        return
+    saved = os.dup(fd)
+    os.dup2(err, fd)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved, fd)
+        os.close(saved)
 
 
 # -- the subcommands ----------------------------------------------------------------------
@@ -478,7 +553,7 @@ def _demo(args: argparse.Namespace, settings: Any) -> int:
             print(f"Replayed the fixed graph {times}; every address it holds is still an owned buffer.")
     status = _demo_status(checked.report.status, good.report.status)
     if not (args.output_format == "text" and not args.output):
-        _emit(reports, args, replays=replayed, checking=gc.checking_enabled(), status=status)
+        _emit(reports, args, replays=replayed, checking=gc.checking_enabled(), demo=status)
     if args.dot:
         _write_dot(checked, args.dot)
     return _code(status, args.strict)
@@ -499,16 +574,34 @@ def _check(args: argparse.Namespace, settings: Any) -> int:
     module_name, _, factory_name = args.target.partition(":")
     if not module_name or not factory_name:
         raise UsageError(prog, f"expected MODULE:FACTORY (e.g. mysim.envs:make_env), got {args.target!r}")
+    flag = "--values" if args.values else "--conformance" if args.conformance else None
+    if flag and args.warmup is not None:
+        raise UsageError(prog, f"--warmup applies to the capture check; it does not apply to {flag}")
+    if flag and args.dot:
+        raise UsageError(prog, f"--dot draws one capture; it does not apply to {flag}")
     device = _warp_and_device(settings.device, prog)
+    sys.path.insert(0, os.getcwd())
+    checked = None
+    # The user's code prints to standard error while a document goes to standard output.
+    with users_output_to_stderr(_document_on_stdout(args)):
+        factory = _factory(prog, module_name, factory_name, args.traceback)
+        if flag:
+            reports = [(flag.removeprefix("--"), _check_by_values(factory, args, settings, device))]
+        else:
+            checked, reports = _validate_step(factory, args, settings, device)
+    _emit(reports, args, **({"replays": args.replays} if not flag else {}), checking=_checking())
+    if args.dot and checked is not None:
+        _write_dot(checked, args.dot)
+    from .schema import combined_status
+
+    return _code(combined_status(r.status for s, r in reports if s != "replay" or r.findings), args.strict)
+
+
+def _factory(prog: str, module_name: str, factory_name: str, full_traceback: bool) -> Any:
+    """The callable ``MODULE:FACTORY`` names, checked (UsageError naming what it is instead)."""
     import warp as wp
 
-    import graphcheck as gc
-
-    sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise UsageError(prog, f"cannot import {module_name!r}: {error}") from None
+    module = _import_users_module(prog, module_name, full_traceback)
     factory = getattr(module, factory_name, None)
     if isinstance(factory, (wp.Kernel, wp.Function)):
         raise UsageError(
@@ -529,45 +622,61 @@ def _check(args: argparse.Namespace, settings: Any) -> int:
         near = difflib.get_close_matches(factory_name, names, n=1)
         hint = f" (did you mean {near[0]!r}?)" if near else ""
         raise UsageError(prog, f"{module_name} has no callable {factory_name!r}{hint}")
-    if args.values or args.conformance:
-        if args.warmup is not None:
-            flag = "--values" if args.values else "--conformance"
-            raise UsageError(prog, f"--warmup applies to the capture check; it does not apply to {flag}")
-        return _check_by_values(factory, args, settings, device)
+    return factory
+
+
+def _validate_step(
+    factory: Any, args: argparse.Namespace, settings: Any, device: str | None
+) -> tuple[Any, list[tuple[str, Any]]]:
+    """``check``: build the producer, validate its method with gc.capture and replay it; the
+    checked graph and the ``(source, report)`` pairs to write."""
+    import graphcheck as gc
+
+    prog = "graphcheck check"
     progress = _Progress()
     progress(f"building {args.target}")
-    producer = _users_code(prog, f"{args.target}()", lambda: _call_factory(factory, device))
+    producer = _users_code(prog, f"{args.target}()", lambda: _call_factory(factory, device), args.traceback)
     method = getattr(producer, args.method, None)
     owners: Any = None
     if callable(method):
         fn, owners = method, (producer,)
         if not gc.buffers_of(producer):
             raise UsageError(
-                prog, f"{args.target}() built a {type(producer).__name__} that holds no Warp arrays: check validates "
-                f"a producer whose {args.method}() works on arrays it holds (attributes, lists or dicts of wp.array)"
+                prog, f"{args.target}() built {_a(type(producer).__name__)} that holds no Warp arrays: check "
+                f"validates a producer whose {args.method}() works on arrays it holds (attributes, lists or dicts of "
+                "wp.array)"
             )  # fmt: skip
     elif callable(producer):
         fn = producer
     else:
-        raise UsageError(prog, f"{args.target}() returned a {type(producer).__name__} with no {args.method}() method")
+        raise UsageError(
+            prog, f"{args.target}() returned {_a(type(producer).__name__)} with no {args.method}() method"
+        )  # fmt: skip
     progress("reference call, capture and checks")
     options = settings.capture_options(on_failure="ignore", warmup=args.warmup)
     checked = _users_code(
-        prog, f"{args.target}().{args.method}()", lambda: gc.capture(fn, device=device, owners=owners, options=options)
+        prog,
+        f"{args.target}().{args.method}()",
+        lambda: gc.capture(fn, device=device, owners=owners, options=options),
+        args.traceback,
     )
     reports = [("validate", checked.report)]
     if not checked.report.findings and checked.graph is not None:
-        for _ in range(args.replays):
-            checked.launch()
-        replay = checked.check_replay(on_failure="ignore")
-        if replay.findings or args.output_format != "text":
-            reports.append(("replay", replay))
-    _emit(reports, args, replays=args.replays, checking=_checking())
-    if args.dot:
-        _write_dot(checked, args.dot)
-    from .schema import combined_status
 
-    return _code(combined_status(r.status for s, r in reports if s == "validate" or r.findings), args.strict)
+        def replay() -> Any:
+            for _ in range(args.replays):
+                checked.launch()
+            return checked.check_replay(on_failure="ignore")
+
+        report = _users_code(prog, f"replaying {args.target}().{args.method}()", replay, args.traceback)
+        if report.findings or args.output_format != "text":
+            reports.append(("replay", report))
+    return checked, reports
+
+
+def _a(noun: str) -> str:
+    """``noun`` with its indefinite article (``an Array``, ``a Sim``)."""
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
 
 
 def _shown(value: Any) -> str:
@@ -586,49 +695,88 @@ def _imported(value: Any, module: Any) -> bool:
     return isinstance(value, types.ModuleType) or getattr(value, "__module__", module.__name__) != module.__name__
 
 
-def _users_code(prog: str, what: str, call: Callable[[], Any]) -> Any:
-    """``call()``; an exception the user's code raised becomes one line naming where (exit status 2)."""
-    from ._warp import UnsupportedWarpError
+def _import_users_module(prog: str, name: str, full_traceback: bool) -> Any:
+    """The user's module ``name``. Not found: one line. Its own code raised (a SyntaxError, an
+    import it makes): the exception as Python shows it, then one line (exit status 2)."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as error:
+        if error.name is None or not (name == error.name or name.startswith(error.name + ".")):
+            _show_program_error(error, full=full_traceback)
+            raise UsageError(prog, f"importing {name} raised the ModuleNotFoundError above") from None
+        raise UsageError(
+            prog, f"cannot import {name!r}: {error} (run graphcheck from the folder that holds it, or put that folder "
+            "on PYTHONPATH)"
+        ) from None  # fmt: skip
+    except Exception as error:
+        _show_program_error(error, full=full_traceback)
+        raise UsageError(prog, f"importing {name} raised the {type(error).__name__} above") from None
+
+
+def _users_code(prog: str, what: str, call: Callable[[], Any], full_traceback: bool = False) -> Any:
+    """``call()``; an exception the user's code raised becomes one line naming the user's line
+    that raised it or called into Warp (exit status 2); ``full_traceback`` prints the whole
+    traceback before it."""
+    from . import _warp
     from .findings import GraphCheckError
     from .schema import relative_path
 
     try:
         return call()
-    except (UnsupportedWarpError, GraphCheckError):
+    except (_warp.UnsupportedWarpError, GraphCheckError):
         raise
     except Exception as error:
-        frames = [f for f in traceback.extract_tb(error.__traceback__) if "graphcheck" not in Path(f.filename).parts]
-        where = f" at {relative_path(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+        site = _users_line(error)
+        where = f" at {relative_path(site.filename)}:{site.lineno}" if site is not None else ""
         first = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        raise UsageError(prog, f"{what} raised {type(error).__name__}{': ' + first if first else ''}{where}") from None
+        if full_traceback:
+            traceback.print_exception(error)
+        hint = "" if full_traceback else " (--traceback shows the full traceback)"
+        first = f": {first.rstrip('.')}" if first else ""
+        raise UsageError(prog, f"{what} raised {type(error).__name__}{where}{first}{hint}") from None
 
 
-def _check_by_values(factory: Any, args: argparse.Namespace, settings: Any, device: str | None) -> int:
-    """``check --values`` (gc.verify_replay) and ``check --conformance`` (gc.check_producer)."""
+def _users_line(error: BaseException) -> Any:
+    """The user's last line in ``error``'s traceback: the one that raised it, or that called
+    into Warp (or the standard library) where it was raised."""
+    import sysconfig
+
+    from . import _warp
+    from .site import CodeKind, site_of
+
+    library = (sysconfig.get_paths()["stdlib"] + os.sep, "<frozen ")
+    site, tb = None, error.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if _warp.code_kind(code) is CodeKind.USER and not code.co_filename.startswith(library):
+            site = site_of(code, tb.tb_lasti)
+        tb = tb.tb_next
+    return site
+
+
+def _check_by_values(factory: Any, args: argparse.Namespace, settings: Any, device: str | None) -> Any:
+    """``check --values`` (gc.verify_replay) and ``check --conformance`` (gc.check_producer): the report."""
     import graphcheck as gc
 
     from .findings import Report
 
     prog, flag = "graphcheck check", "--values" if args.values else "--conformance"
-    if args.dot:
-        raise UsageError(prog, f"--dot draws one capture; it does not apply to {flag}")
     options = {"device": device, "method": args.method, "on_failure": "ignore"}
     if args.values:
         _Progress()("replaying beside an eagerly stepped twin")
         report = _users_code(
-            prog, f"{flag} {args.target}", lambda: gc.verify_replay(factory, steps=args.steps, **options)
+            prog, f"{flag} {args.target}", lambda: gc.verify_replay(factory, steps=args.steps, **options), args.traceback
         )
     else:
         _Progress()("running the conformance kit")
         report = _users_code(
-            prog, f"{flag} {args.target}", lambda: gc.check_producer(factory, calls=args.steps, **options)
+            prog, f"{flag} {args.target}", lambda: gc.check_producer(factory, calls=args.steps, **options), args.traceback
         )
     if settings.allow:
         report = Report(report.findings + report.suppressed, allow=settings.allow, name=report.name,
                         device=report.device, operations=report.operations, checks=report.checks,
                         skipped=report.skipped, notes=report.notes)  # fmt: skip
-    _emit([(flag.removeprefix("--"), report)], args, checking=_checking())
-    return _code(report.status, args.strict)
+    return report
 
 
 def _call_factory(factory: Any, device: str | None) -> Any:
@@ -654,11 +802,6 @@ def _run(args: argparse.Namespace, settings: Any) -> int:
             "and change the graph it keeps (--reference-call compares the capture with an eager call after it). Warm "
             "up in the program before capturing, or validate the step with graphcheck check MODULE:FACTORY --warmup N"
         )  # fmt: skip
-    if args.output_format in DOCUMENT_FORMATS and not args.output:
-        raise UsageError(
-            prog, f"--output-format {args.output_format} needs --output PATH with run: the program writes to standard "
-            "output too, and a document mixed with its output could not be read"
-        )  # fmt: skip
     _warp_and_device(None, prog)
     from .autoguard import AutoGuard
 
@@ -680,20 +823,26 @@ def _run(args: argparse.Namespace, settings: Any) -> int:
     program_exit = 0
     guard = AutoGuard(settings.capture_options(), reference_call=args.reference_call, keep_graphs=bool(args.dot))
     try:
-        with guard:
+        # With a document on standard output, the program prints to standard error while it runs.
+        with users_output_to_stderr(_document_on_stdout(args)), guard:
             runpy.run_path(os.path.abspath(script), run_name="__main__")  # __file__ absolute, as Python makes it
     except SystemExit as exit_:
         program_exit = _exit_status(exit_.code)
     except BaseException as error:
         # The program's own error: shown as Python would show it, and its exit status kept.
         _show_program_error(error)
-        program_exit = 130 if isinstance(error, KeyboardInterrupt) else 1
+        program_exit = EXIT_INTERRUPTED if isinstance(error, KeyboardInterrupt) else 1
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
     reports = [("capture", r) for r in guard.reports] + [("replay", r) for r in guard.replay_reports]
     shown = [(s, r) for s, r in reports if r.findings] if args.output_format in ("text", "github") else reports
+    failed = []  # for JUnit: what else makes the exit status 1
+    if program_exit:
+        failed.append((script, f"the program exited with status {program_exit}"))
+    elif args.strict and guard.status != "passed" and not guard.reports:
+        failed.append(("graphcheck run", f"{guard.verdict().splitlines()[0]} (--strict)"))
     if shown or args.output or args.output_format in DOCUMENT_FORMATS:
-        _emit(shown, args, program_exit=program_exit, checking=_checking())
+        _emit(shown, args, failed, program_exit=program_exit, checking=_checking())
     if args.output_format == "github" and not args.output:
         # The closing lines' NOT checked, as workflow warnings (the reports' own are summed up there).
         for line in run_warnings(guard):
@@ -714,7 +863,7 @@ def _run(args: argparse.Namespace, settings: Any) -> int:
             program_exit=program_exit,
             checking=_checking(),
         )
-        write_output(Path(args.report), json.dumps(document, indent=2) + "\n")
+        write_output(Path(args.report), json.dumps(document, indent=2) + "\n", "--report")
     if args.dot and guard.graphs:
         flagged = [c for c in guard.graphs if c.report.findings]
         _write_dot((flagged or guard.graphs)[0], args.dot)
@@ -739,17 +888,26 @@ def _exit_status(code: object) -> int:
     return 1
 
 
-def _show_program_error(error: BaseException) -> None:
+def _show_program_error(error: BaseException, *, full: bool = False) -> None:
     """Print the program's uncaught exception as ``python SCRIPT`` would: through ``sys.excepthook``,
-    without the frames of graphcheck and runpy that ran the program."""
+    without the frames of graphcheck, runpy and importlib that ran the program (``full``: all frames)."""
     import types
 
-    ours = (str(Path(__file__).resolve().parent) + os.sep, str(Path(runpy.__file__).resolve()), "<frozen runpy>")
+    if full:
+        sys.excepthook(type(error), error, error.__traceback__)
+        return
+    ours = (
+        str(Path(__file__).resolve().parent) + os.sep,
+        str(Path(runpy.__file__).resolve()),
+        str(Path(importlib.__file__).resolve().parent) + os.sep,
+        "<frozen runpy>",
+        "<frozen importlib",
+    )
     frames = []
     tb = error.__traceback__
     while tb is not None:
         filename = tb.tb_frame.f_code.co_filename
-        if filename not in ours and not str(Path(filename).resolve()).startswith(ours):
+        if not filename.startswith(ours) and not str(Path(filename).resolve()).startswith(ours):
             frames.append(tb)
         tb = tb.tb_next
     kept = None
@@ -781,6 +939,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, Any], int]] = {"demo": _demo,
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``graphcheck`` command; returns its exit status (see :data:`EXIT_CODES`)."""
+    prog = "graphcheck"
     try:
         args = _parser().parse_args(argv)
         prog = f"graphcheck {args.command}"
@@ -791,10 +950,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as error:
         print(f"{error.prog}: error: {error.message}", file=sys.stderr)
         return EXIT_USAGE
+    except WarpMissing as error:
+        print(error, file=sys.stderr)
+        return EXIT_INTERNAL
+    except KeyboardInterrupt as error:
+        # Ctrl-C in the user's factory or step (or anywhere): as Python shows it, without
+        # graphcheck's own frames, and the exit status Python gives it.
+        _show_program_error(error)
+        return EXIT_INTERRUPTED
     except Exception as error:
-        from ._warp import UnsupportedWarpError
+        from ._outputs import OutputPathError
 
-        if isinstance(error, UnsupportedWarpError):
+        if isinstance(error, OutputPathError):  # a write that failed after the path was checked
+            print(f"{prog}: error: {error}", file=sys.stderr)
+            return EXIT_USAGE
+        if _is_output_error(error):
+            print(f"{prog}: error: cannot write standard output: {error.strerror or error}", file=sys.stderr)
+            return EXIT_USAGE
+        warp_adapter = sys.modules.get("graphcheck._warp")  # not imported when Warp is missing
+        if warp_adapter is not None and isinstance(error, warp_adapter.UnsupportedWarpError):
             print(f"graphcheck: error: {str(error).strip().splitlines()[0]}", file=sys.stderr)
             return EXIT_INTERNAL
         traceback.print_exc()
@@ -804,6 +978,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERNAL
+
+
+def _is_output_error(error: BaseException) -> bool:
+    """Whether ``error`` is standard output failing to take graphcheck's text (a full disk, a closed pipe)."""
+    import errno
+
+    return isinstance(error, OSError) and error.filename is None and error.errno in (errno.ENOSPC, errno.EPIPE)
 
 
 if __name__ == "__main__":

@@ -53,19 +53,15 @@ def combined_status(statuses: Iterable[str]) -> str:
     return "passed" if found == {"passed"} else "partial"
 
 
-def report_document(
-    reports: Iterable[Any], *, device: str | None = None, status: str | None = None, **extra: Any
-) -> dict[str, Any]:
-    """The envelope around ``reports``.
+def report_document(reports: Iterable[Any], *, device: str | None = None, **extra: Any) -> dict[str, Any]:
+    """The envelope around ``reports``; its ``status`` is :func:`combined_status` of theirs.
 
     Args:
         reports: :class:`graphcheck.Report` objects, or their ``to_dict()`` data with
             extra keys (``source``, ``nodeid``, ``site``).
         device: the device the surface ran on (None: the reports' own, where they agree).
-        status: the surface's own verdict, where it is not the reports' together (the demo's:
-            its planted bugs found); None: :func:`combined_status` of the reports.
         extra: more top-level keys the schema knows (``command``, ``program_exit``,
-            ``replays``, ``checking``, ``totals``).
+            ``replays``, ``checking``, ``totals``, ``demo``).
     """
     from ._version import __version__
 
@@ -73,8 +69,7 @@ def report_document(
     if device is None:
         devices = {item["device"] for item in items if item.get("device")}
         device = devices.pop() if len(devices) == 1 else None
-    if status is None:
-        status = combined_status(item["status"] for item in items)
+    status = combined_status(item["status"] for item in items)
     return {
         "schema": SCHEMA,
         "graphcheck": __version__,

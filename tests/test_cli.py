@@ -271,7 +271,7 @@ def test_a_factory_that_raises_is_one_line_naming_where(tmp_path):
     (tmp_path / "broken.py").write_text("def make(device=None):\n    raise ValueError('no such scene: forest')\n")
     result = graphcheck("check", "broken:make", "--device", "cpu", cwd=tmp_path)
     assert result.returncode == 2
-    assert "graphcheck check: error: broken:make() raised ValueError: no such scene: forest at broken.py:2" in (
+    assert "graphcheck check: error: broken:make() raised ValueError at broken.py:2: no such scene: forest" in (
         result.stderr
     )
     assert "Traceback" not in result.stderr
@@ -624,3 +624,92 @@ def test_run_github_output_warns_for_each_check_the_captures_did_not_run(tmp_pat
     off = graphcheck_env("run", "--output-format", "github", str(write_script(tmp_path, step)),
                          env={"GRAPHCHECK_DISABLE": "1"})  # fmt: skip
     assert off.returncode == 0 and "::warning title=graphcheck%3A NOT checked::GRAPHCHECK_DISABLE is set" in off.stdout
+
+
+# -- machine output that machines can read ---------------------------------------------------
+
+PRINTING_PRODUCER = """
+import os
+
+import warp as wp
+
+
+@wp.kernel
+def add(a: wp.array(dtype=float), b: wp.array(dtype=float)):
+    i = wp.tid()
+    a[i] = a[i] + b[i]
+
+
+print("imported")
+
+
+class Sim:
+    def __init__(self, device=None):
+        print("building")
+        self.a = wp.zeros(4, dtype=float, device=device)
+        self.b = wp.ones(4, dtype=float, device=device)
+
+    def step(self):
+        print("stepping")
+        os.write(1, b"native printf\\n")
+        wp.launch(add, dim=4, inputs=[self.a, self.b], device=self.a.device)
+
+
+def make(device=None):
+    return Sim(device)
+"""
+
+
+def test_check_keeps_standard_output_for_the_document(tmp_path):
+    import xml.etree.ElementTree as ET
+
+    (tmp_path / "printing.py").write_text(PRINTING_PRODUCER)
+    readers = {"json": json.loads, "sarif": json.loads, "junit": ET.fromstring}
+    for fmt, read in readers.items():
+        result = graphcheck("check", "--device", "cpu", "--output-format", fmt, "printing:make", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        read(result.stdout)  # the document alone
+        for said in ("imported", "building", "stepping", "native printf"):
+            assert said in result.stderr, (fmt, said, result.stderr)
+    github = graphcheck("check", "--device", "cpu", "--output-format", "github", "printing:make", cwd=tmp_path)
+    assert github.stdout.startswith("graphcheck: ") and "stepping" not in github.stdout
+    text = graphcheck("check", "--device", "cpu", "printing:make", cwd=tmp_path)
+    assert text.stdout.startswith("imported\nbuilding\nstepping"), "text: the producer's output is where it was"
+
+
+def test_a_passing_check_with_output_prints_its_verdict_once(tmp_path):
+    (tmp_path / "printing.py").write_text(PRINTING_PRODUCER)
+    for fmt in ("text", "json"):
+        result = graphcheck("check", "--device", "cpu", "--output-format", fmt, "--output", "out", "printing:make",
+                            cwd=tmp_path)  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        verdicts = [line for line in result.stdout.splitlines() if line.startswith("graphcheck: ")]
+        assert verdicts == ["graphcheck: Sim.step is replay-safe on cpu (1 operation)"], result.stdout
+
+
+def test_junit_failures_agree_with_the_exit_status_under_every_flag(tmp_path):
+    import xml.etree.ElementTree as ET
+
+    step = 'wp.launch(add, dim=8, inputs=[self.x, self.v], device="cpu")'
+    script = str(write_script(tmp_path, step))
+
+    def failures(*args):
+        result = graphcheck("run", "--output-format", "junit", "--output", str(tmp_path / "j.xml"), *args)
+        suite = ET.parse(tmp_path / "j.xml").getroot().find("testsuite")
+        return result.returncode, int(suite.get("failures"))
+
+    assert failures(script) == (0, 0)
+    assert failures("--strict", script) == (1, 1), "a partial report fails under --strict, in the document too"
+    (tmp_path / "exits.py").write_text(Path(script).read_text() + "\nimport sys\nsys.exit(3)\n")
+    assert failures(str(tmp_path / "exits.py")) == (3, 1), "the program's own failing status is a failure too"
+    (tmp_path / "none.py").write_text("print('no capture')\n")
+    assert failures("--strict", str(tmp_path / "none.py")) == (1, 1)
+
+
+def test_demo_json_status_combines_its_reports_and_demo_says_its_own_verdict():
+    result = graphcheck("demo", "--device", "cpu", "--replays", "1", "--json")
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    validate_document(document)
+    assert [r["status"] for r in document["reports"]] == ["failed", "passed"]
+    assert (document["status"], document["ok"], document["demo"]) == ("failed", False, "passed")

@@ -73,7 +73,7 @@ def test_every_nox_command_the_readme_gives_says_how_to_install_nox():
 
 def test_the_demo_follows_the_exit_code_table_and_its_json_says_the_same():
     normal = graphcheck("demo", "--device", "cpu", "--replays", "1", "--json")
-    assert normal.returncode == 0 and json.loads(normal.stdout)["status"] == "passed", normal.stderr
+    assert normal.returncode == 0 and json.loads(normal.stdout)["demo"] == "passed", normal.stderr
     off = {"GRAPHCHECK_DISABLE": "1"}
     disabled = graphcheck_env("demo", "--device", "cpu", "--replays", "1", "--json", env=off)
     document = json.loads(disabled.stdout)

@@ -6,12 +6,14 @@ rule on both surfaces; values (``--replays``, ``--device``...) are checked befor
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.test_cli import WARPS_OWN_LINES, graphcheck
+from tests.test_cli import ROOT, WARPS_OWN_LINES, graphcheck
 from tests.test_pytest_plugin import inner, run_inner  # noqa: F401  (inner: a fixture)
 
 pytest_plugins = ["pytester"]
@@ -242,7 +244,7 @@ def make_sim(device=None):
         ("mysim:wp_sim", "graphcheck check: error: mysim has no callable 'wp_sim'"),  # not "did you mean 'wp'"
         ("mysim:make_sm", "graphcheck check: error: mysim has no callable 'make_sm' (did you mean 'make_sim'?)"),
         ("mysim:make_sim",
-         "graphcheck check: error: mysim:make_sim() built a Empty that holds no Warp arrays: check validates"),
+         "graphcheck check: error: mysim:make_sim() built an Empty that holds no Warp arrays: check validates"),
     ],
 )  # fmt: skip
 def test_check_names_what_the_target_is(tmp_path, target, message):
@@ -272,3 +274,177 @@ def test_what_bool_and_len_of_a_report_mean_is_documented():
     assert "``len(report)`` counts them" in doc and "``bool(report)`` is :attr:`ok`" in doc
     partial = Report(checks=["allocations"], skipped=[("compare", "no reference call")])
     assert len(partial) == 0 and not partial, "an empty partial report is false, as documented"
+
+
+# -- errors that are the user's, said as the user's ----------------------------------------
+
+WRONG_ARGUMENTS = """
+import warp as wp
+
+
+@wp.kernel
+def scale(a: wp.array(dtype=float), b: wp.array(dtype=float), c: float, d: int):
+    i = wp.tid()
+    a[i] = b[i] * c
+
+
+class Sim:
+    def __init__(self, device=None):
+        self.a = wp.zeros(4, dtype=float, device=device)
+        self.b = wp.ones(4, dtype=float, device=device)
+
+    def step(self):
+        wp.launch(scale, dim=4, inputs=[self.a, self.b], device=self.a.device)
+
+
+def make(device=None):
+    return Sim(device)
+"""
+
+
+@pytest.mark.parametrize(
+    ("source", "shown"),
+    [
+        ("import warp as wp\n\ndef make(:\n    pass\n", ["  File \"", "mysim.py\", line 3", "SyntaxError: "]),
+        ("import no_such_package_here\n", ["mysim.py\", line 1, in <module>", "ModuleNotFoundError: "]),
+        ("raise RuntimeError('no config')\n", ["mysim.py\", line 1, in <module>", "RuntimeError: no config"]),
+    ],
+)
+def test_a_module_that_fails_to_import_shows_the_users_exception_then_one_line(tmp_path, source, shown):
+    (tmp_path / "mysim.py").write_text(source)
+    result = graphcheck("check", "--device", "cpu", "mysim:make", cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = stderr_lines(result)
+    type_name = shown[-1].split(":")[0]
+    assert lines[-1] == f"graphcheck check: error: importing mysim raised the {type_name} above", lines
+    for part in shown:
+        assert part in result.stderr, result.stderr
+    assert "internal error" not in result.stderr and "importlib" not in result.stderr
+    assert f"graphcheck{os.sep}cli.py" not in result.stderr, "no frame of graphcheck's own"
+
+
+def test_a_step_failing_inside_warp_names_the_users_line_and_traceback_shows_it_all(tmp_path):
+    (tmp_path / "mysim.py").write_text(WRONG_ARGUMENTS)
+    line = WRONG_ARGUMENTS.splitlines().index(
+        "        wp.launch(scale, dim=4, inputs=[self.a, self.b], device=self.a.device)"
+    ) + 1
+    result = graphcheck("check", "--device", "cpu", "mysim:make", cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    (said,) = stderr_lines(result)
+    assert said == (
+        f"graphcheck check: error: mysim:make().step() raised RuntimeError at mysim.py:{line}: Error launching kernel "
+        "'scale', passed 2 arguments but kernel requires 4 (--traceback shows the full traceback)"
+    ), said
+    full = graphcheck("check", "--device", "cpu", "--traceback", "mysim:make", cwd=tmp_path)
+    assert full.returncode == 2 and "Traceback (most recent call last)" in full.stderr
+    assert "context.py" in full.stderr and f"mysim.py\", line {line}, in step" in full.stderr
+    assert stderr_lines(full)[-1].endswith(f"at mysim.py:{line}: Error launching kernel 'scale', passed 2 arguments "
+                                           "but kernel requires 4")  # fmt: skip
+
+
+GOOD_SIM = """
+import warp as wp
+
+
+@wp.kernel
+def add(a: wp.array(dtype=float), b: wp.array(dtype=float)):
+    i = wp.tid()
+    a[i] = a[i] + b[i]
+
+
+class Sim:
+    def __init__(self, device=None):
+        self.a = wp.zeros(4, dtype=float, device=device)
+        self.b = wp.ones(4, dtype=float, device=device)
+
+    def step(self):
+        print("the producer speaks")
+        wp.launch(add, dim=4, inputs=[self.a, self.b], device=self.a.device)
+
+
+def make(device=None):
+    return Sim(device)
+
+
+if __name__ == "__main__":
+    sim = Sim("cpu")
+    with wp.ScopedCapture(device="cpu") as capture:
+        sim.step()
+    wp.capture_launch(capture.graph)
+"""
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="/dev/full is Linux's full disk")
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["check", "--device", "cpu", "--output", "/dev/full", "mysim:make"],
+        ["check", "--device", "cpu", "--dot", "/dev/full", "mysim:make"],
+        ["run", "--report", "/dev/full", "mysim.py"],
+        ["run", "--json", "--output", "/dev/full", "mysim.py"],
+    ],
+)
+def test_a_write_that_fails_is_one_line(tmp_path, command):
+    (tmp_path / "mysim.py").write_text(GOOD_SIM)
+    result = graphcheck(*command, cwd=tmp_path)
+    option = command[command.index("/dev/full") - 1]
+    assert result.returncode == 2, result.stdout + result.stderr
+    said = [line for line in stderr_lines(result) if "error" in line]
+    assert said == [f"graphcheck {command[0]}: error: cannot write {option} /dev/full: No space left on device"], said
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to oneself is POSIX")
+@pytest.mark.parametrize("where", ["factory", "step"])
+def test_ctrl_c_in_check_exits_130_without_graphcheck_s_frames(tmp_path, where):
+    interrupt = "os.kill(os.getpid(), signal.SIGINT); time.sleep(30)"
+    (tmp_path / "mysim.py").write_text(
+        GOOD_SIM.replace("import warp as wp\n", "import os, signal, time\nimport warp as wp\n").replace(
+            "def make(device=None):\n", f"def make(device=None):\n    {interrupt}\n" if where == "factory" else
+            "def make(device=None):\n"
+        ).replace('print("the producer speaks")', interrupt if where == "step" else 'print("the producer speaks")')
+    )  # fmt: skip
+    result = graphcheck("check", "--device", "cpu", "mysim:make", cwd=tmp_path)
+    assert result.returncode == 130, result.stdout + result.stderr
+    assert stderr_lines(result)[-1] == "KeyboardInterrupt", result.stderr
+    assert f"graphcheck{os.sep}" not in result.stderr and "internal error" not in result.stderr
+
+
+#: A ``sitecustomize`` that makes Warp unimportable, as in a Python where it is not installed.
+NO_WARP = """
+import sys
+
+
+class NoWarp:
+    def find_spec(self, name, path=None, target=None):
+        if name == "warp" or name.startswith("warp."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, NoWarp())
+"""
+
+
+def test_without_warp_every_command_that_needs_it_says_how_to_install_it_and_explain_works(tmp_path):
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(NO_WARP)
+    (tmp_path / "mysim.py").write_text(GOOD_SIM)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(shim), str(ROOT)]), NO_COLOR="1")
+    env.pop("GRAPHCHECK_DISABLE", None)
+
+    def without_warp(*args):
+        return subprocess.run([sys.executable, "-m", "graphcheck", *args], capture_output=True, text=True,
+                              cwd=tmp_path, env=env, timeout=600, check=False)  # fmt: skip
+
+    probe = subprocess.run([sys.executable, "-c", "import warp"], capture_output=True, text=True, env=env, check=False)
+    assert probe.returncode == 1 and "No module named 'warp'" in probe.stderr, "the shim hides Warp"
+    for command in (["demo"], ["demo", "--allow", "scalar-drift"], ["check", "mysim:make"], ["run", "mysim.py"]):
+        result = without_warp(*command)
+        assert result.returncode == 3, (command, result.stdout + result.stderr)
+        (said,) = result.stderr.splitlines()
+        assert said.startswith(f"graphcheck {command[0]}: error: Warp is not installed in this Python (")
+        assert "-m pip install warp-lang" in said and not result.stdout
+    page = without_warp("explain", "scalar-drift")
+    assert page.returncode == 0 and page.stdout.startswith("# scalar-drift"), page.stderr
