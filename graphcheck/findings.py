@@ -315,8 +315,8 @@ class Allow:
     kind: str
     kernel: str | None = None
     arg: str | None = None
-    #: Only findings at this ``(file, line)``: a suppression comment on a launch line.
-    at: tuple[str, int] | None = field(default=None, repr=False)
+    #: Only findings at these lines, ``(file, first, last)``: a suppression comment on a launch's statement.
+    at: tuple[str, int, int] | None = field(default=None, repr=False)
     #: Where the suppression comment that made this allowance is written (None: given in code).
     comment: Site | None = field(default=None, repr=False)
 
@@ -345,7 +345,11 @@ class Allow:
         """Whether this allowance covers ``finding``."""
         if finding.kind != self.kind:
             return False
-        if self.at is not None and (finding.site is None or (finding.site.filename, finding.site.lineno) != self.at):
+        if self.at is not None and (
+            finding.site is None
+            or finding.site.filename != self.at[0]
+            or not self.at[1] <= finding.site.lineno <= self.at[2]
+        ):
             return False
         if self.kernel is not None:
             name = finding.kernel or ""
@@ -363,39 +367,39 @@ def unknown_kind(kind: str) -> str:
     return f"unknown finding kind {kind!r}{hint}"
 
 
-#: A suppression comment, like a linter's: ``# graphcheck: allow[scalar-drift]`` (or ``allow[kind, kind]``).
-_SUPPRESSION = re.compile(r"#\s*graphcheck:\s*allow\[([^\]]*)\]")
-
-
 def comment_allowances(capture: Site | None, launches: Iterable[Site | None]) -> tuple[tuple[Allow, ...], list[str]]:
-    """The allowances the suppression comments at a capture site write, and a note per comment that names no kind.
+    """The allowances the suppression comments of a capture write, and a note per comment that
+    allows nothing (a kind that does not exist, a malformed comment).
 
-    A comment on the capture line (``gc.capture(...)``, ``with wp.ScopedCapture():``,
-    ``with gc.GraphGuard(...)``) allows its kinds in the whole capture; one on a launch line
-    only the findings at that line.
+    A comment (``# graphcheck: allow[kind, ...]``, any case) on the statement that opened the
+    capture (``gc.capture(...)``, the header of ``with wp.ScopedCapture():`` or ``with
+    gc.GraphGuard(...)``) allows its kinds in the whole capture; one on any line of a
+    statement that issued an operation, the findings of that statement. Any other such
+    comment in the code that ran the capture allows nothing, and is reported unused.
 
     Args:
         capture: the line that opened the capture (None: unknown).
         launches: the user's lines that issued the captured operations.
     """
-    import linecache
+    from ._suppression import places
 
     allow: list[Allow] = []
     notes: list[str] = []
-    lines = dict.fromkeys((s.filename, s.lineno) for s in launches if s is not None)
-    places: list[tuple[Site, tuple[str, int] | None]] = []
-    if capture is not None:
-        places.append((capture, None))  # the whole capture
-        lines.pop((capture.filename, capture.lineno), None)
-    places += [(Site(filename, lineno, ""), (filename, lineno)) for filename, lineno in lines]
-    for site, at in places:
-        text = linecache.getline(site.filename, site.lineno)
-        for match in _SUPPRESSION.finditer(text) if "graphcheck" in text else ():
-            for kind in filter(None, (k.strip() for k in match.group(1).split(","))):
-                if kind in KINDS:
-                    allow.append(Allow(kind, at=at, comment=site))
-                else:
-                    notes.append(f"the comment `{match.group(0)}` at {site.short}: {unknown_kind(kind)}")
+    lines = ((s.filename, s.lineno) for s in launches if s is not None)
+    for place in places((capture.filename, capture.lineno) if capture is not None else None, lines):
+        comment, site = place.comment, Site(place.filename, place.comment.line, "")
+        if comment.malformed:
+            notes.append(
+                f"the comment `{comment.text}` at {site.short}: {comment.malformed} (write `# graphcheck: "
+                "allow[kind, ...]`, e.g. `# graphcheck: allow[scalar-drift]`)"
+            )
+            continue
+        at = None if place.lines is None else (place.filename, *place.lines)
+        for kind in comment.kinds:
+            if kind in KINDS:
+                allow.append(Allow(kind, at=at, comment=site))
+            else:
+                notes.append(f"the comment `{comment.text}` at {site.short}: {unknown_kind(kind)}")
     return tuple(dict.fromkeys(allow)), notes
 
 

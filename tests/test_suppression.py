@@ -81,3 +81,88 @@ def test_a_comment_on_a_guarded_scoped_capture_line_counts_too(cpu):
             wp.launch(K.axpy, dim=N, inputs=[staged, x, 1.0], device="cpu")
     (report,) = guard.reports
     assert not report.findings and [f.kind for f in report.suppressed] == ["per-call-allocation"]
+
+
+# -- as forgiving as `# noqa` -----------------------------------------------------------------
+
+
+class BlackFormatted:
+    """Two launches split over lines as black formats them, each passing a Python counter."""
+
+    def __init__(self, device="cpu"):
+        self.device = device
+        self.x = wp.zeros(N, dtype=float, device=device)
+        self.frame = 0
+
+    def step(self):
+        self.frame += 1
+        wp.launch(
+            K.counter_step,
+            dim=N,
+            inputs=[self.x, self.frame],
+            device=self.device,
+        )  # graphcheck: allow[scalar-drift]
+        wp.launch(
+            K.counter_step,
+            dim=N,  # GRAPHCHECK: ALLOW[SCALAR-DRIFT]
+            inputs=[self.x, self.frame + 1],
+            device=self.device,
+        )
+
+
+def test_a_comment_on_any_line_of_a_multi_line_launch_counts_in_any_case(cpu):
+    sim = BlackFormatted()
+    report = gc.capture(sim.step, owners=(sim,), on_failure="ignore").report
+    assert not report.findings, report.text()
+    assert [f.kind for f in report.suppressed] == ["scalar-drift", "scalar-drift"]
+    assert not report.unused_allow and not [n for n in report.notes if "comment" in n]
+
+
+class StrayComments:
+    """A comment on a launch's middle line that matches nothing there, one on a line that
+    issues nothing, and a bare allow."""
+
+    def __init__(self, device="cpu"):
+        self.device = device
+        self.x = wp.zeros(N, dtype=float, device=device)
+        self.frame = 0
+
+    def step(self):
+        self.frame += 1
+        # graphcheck: allow[scalar-drift]
+        wp.launch(
+            K.counter_step,
+            dim=N,
+            inputs=[self.x, self.frame],  # graphcheck: allow[buffer-drift]
+            device=self.device,
+        )
+        wp.launch(K.counter_step, dim=N, inputs=[self.x, 1], device=self.device)  # graphcheck: allow
+
+
+def test_a_comment_that_matches_nothing_is_reported_wherever_it_is_and_a_bare_allow_allows_nothing(cpu):
+    sim = StrayComments()
+    report = gc.capture(sim.step, owners=(sim,), on_failure="ignore").report
+    (finding,) = report.findings
+    assert finding.kind == "scalar-drift" and finding.arg == "step", "no comment allowed it"
+    unused = {(a.kind, a.comment.lineno) for a in report.unused_allow}
+    source = StrayComments.step.__code__
+    first = source.co_firstlineno
+    assert unused == {("scalar-drift", first + 2), ("buffer-drift", first + 6)}, report.text()
+    (bare,) = [n for n in report.notes if "comment" in n]
+    assert bare.startswith(f"the comment `# graphcheck: allow` at test_suppression.py:{first + 9}: it names no kind")
+    assert "allow[scalar-drift]" in bare
+
+
+def test_a_comment_on_a_multi_line_capture_header_allows_in_the_whole_capture(cpu):
+    from graphcheck.autoguard import AutoGuard
+
+    x = wp.zeros(N, dtype=float, device="cpu")
+    host = [1.0] * N
+    with AutoGuard(None) as guard:
+        with wp.ScopedCapture(
+            device="cpu",
+        ):  # graphcheck: allow[per-call-allocation]
+            staged = wp.array(host, dtype=float, device="cpu")
+            wp.launch(K.axpy, dim=N, inputs=[staged, x, 1.0], device="cpu")
+    (report,) = guard.reports
+    assert not report.findings and [f.kind for f in report.suppressed] == ["per-call-allocation"]
