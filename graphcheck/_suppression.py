@@ -96,8 +96,8 @@ def places(capture: tuple[str, int] | None, launches: Iterable[tuple[str, int]])
             continue  # the usual case: no comment in the file, nothing parsed
         statement = _statement(filename, line)
         add(filename, statement, statement)
-        inside = capture is not None and capture_block is not None and filename == capture[0]
-        if not (inside and capture_block[0] <= line <= capture_block[1]):
+        block = capture_block if capture is not None and filename == capture[0] else None
+        if block is None or not block[0] <= line <= block[1]:
             regions.setdefault(filename, set()).add(_function(filename, line))
     for filename, spans in regions.items():
         for span in spans:
@@ -141,7 +141,7 @@ def _read(number: int, text: str) -> Comment | None:
         return Comment(number, written, (), "it is not `# graphcheck: allow[kind, ...]`")
     kinds = tuple(k.strip().lower() for k in (allow.group("kinds") or "").split(",") if k.strip())
     # A bare allow would accept every kind there, a finding the comment's writer never saw
-    # included: it is said to allow nothing, as linters flag a blanket `# noqa`.
+    # included: it is said to allow nothing, as linters flag a blanket noqa comment.
     return Comment(number, written, kinds, None if kinds else "it names no kind, so it allows nothing")
 
 
@@ -156,12 +156,15 @@ def _tree(filename: str) -> ast.Module | None:
 def _innermost(filename: str, line: int, kinds: tuple[type, ...]) -> ast.AST | None:
     """The smallest node of ``kinds`` whose lines hold ``line``."""
     tree = _tree(filename)
-    best: ast.AST | None = None
+    best: tuple[int, int] | None = None
+    found: ast.AST | None = None
     for node in ast.walk(tree) if tree is not None else ():
-        if isinstance(node, kinds) and node.lineno <= line <= (node.end_lineno or node.lineno):  # type: ignore[attr-defined]
-            if best is None or node.lineno >= best.lineno and node.end_lineno <= best.end_lineno:  # type: ignore[attr-defined, operator]
-                best = node
-    return best
+        if not isinstance(node, kinds):
+            continue
+        first, last = _span(node, line)
+        if first <= line <= last and (best is None or (first >= best[0] and last <= best[1])):
+            best, found = (first, last), node
+    return found
 
 
 def _span(node: ast.AST | None, line: int) -> tuple[int, int]:

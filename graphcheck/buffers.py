@@ -26,6 +26,7 @@ import numpy as np
 
 from . import _warp
 from ._memo import remember
+from ._words import article
 
 __all__ = ["Buffer", "BufferSet", "arrays_of", "buffers_of"]
 
@@ -199,7 +200,7 @@ class BufferSet:
         """``(label, byte offset)`` of the innermost buffer holding ``ptr``, else None."""
         if not isinstance(ptr, int) or isinstance(ptr, bool):
             raise TypeError(
-                f"locate() takes an address (an int, such as array.ptr), got {ptr!r} (a {type(ptr).__name__})"
+                f"locate() takes an address (an int, such as array.ptr), got {ptr!r} ({article(type(ptr).__name__)})"
             )
         if self._dirty:
             self._build()
@@ -334,7 +335,7 @@ def _check_holders(objects: Sequence[Any]) -> None:
         if obj is None or isinstance(obj, (str, bytes, int, float, complex)):
             raise TypeError(
                 f"buffers_of() takes the objects that hold Warp arrays (a simulator, a state, arrays), got {obj!r} "
-                f"(a {type(obj).__name__}, which holds none)"
+                f"({article(type(obj).__name__)}, which holds none)"
             )
 
 

@@ -23,7 +23,7 @@ from .fallback import Fallback, check_fallback
 from .findings import Report, act
 from .graph import GraphMatch
 from .operations import Baked, BakedValue
-from .options import CaptureOptions
+from .options import CaptureOptions, check_stream
 from .record import LaunchTrace
 
 __all__ = ["CheckedGraph", "observe_replays", "owned_buffers"]
@@ -215,6 +215,7 @@ class CheckedGraph:
         if fallback is None and self._replayed(stream):
             return
         self._replayed = _not_replayed  # until this launch replays: a check that raises leaves it so
+        check_stream(stream)  # on this way only: every first launch, and every one a check precedes
         mode = check_fallback(fallback) or self.fallback.mode
         if mode is not None and self._enabled:
             self.fallback.launch(self, mode, stream)

@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from ._words import article
+
 __all__ = ["EXIT_CODES", "main"]
 
 EXIT_PASSED, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -367,7 +369,10 @@ def _emit(
         text = junit_xml(reports, args.command, strict=args.strict, failed=failed)
     if args.output:
         write_output(Path(args.output), text + "\n", "--output")
-        for source, report in reports:  # the verdicts still show in the job's log (a passed replay's is the validation's)
+        for (
+            source,
+            report,
+        ) in reports:  # the verdicts still show in the job's log (a passed replay's is the validation's)
             if source != "replay" or report.findings:
                 print(report.headline())
     elif text:
@@ -642,7 +647,7 @@ def _validate_step(
         fn, owners = method, (producer,)
         if not gc.buffers_of(producer):
             raise UsageError(
-                prog, f"{args.target}() built {_a(type(producer).__name__)} that holds no Warp arrays: check "
+                prog, f"{args.target}() built {article(type(producer).__name__)} that holds no Warp arrays: check "
                 f"validates a producer whose {args.method}() works on arrays it holds (attributes, lists or dicts of "
                 "wp.array)"
             )  # fmt: skip
@@ -650,7 +655,7 @@ def _validate_step(
         fn = producer
     else:
         raise UsageError(
-            prog, f"{args.target}() returned {_a(type(producer).__name__)} with no {args.method}() method"
+            prog, f"{args.target}() returned {article(type(producer).__name__)} with no {args.method}() method"
         )  # fmt: skip
     progress("reference call, capture and checks")
     options = settings.capture_options(on_failure="ignore", warmup=args.warmup)
@@ -674,18 +679,13 @@ def _validate_step(
     return checked, reports
 
 
-def _a(noun: str) -> str:
-    """``noun`` with its indefinite article (``an Array``, ``a Sim``)."""
-    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
-
-
 def _shown(value: Any) -> str:
     import types
 
     if isinstance(value, types.ModuleType):
         return f"the module {value.__name__}"
     text = repr(value)
-    return text if len(text) <= 40 else f"a {type(value).__name__}"
+    return text if len(text) <= 40 else article(type(value).__name__)
 
 
 def _imported(value: Any, module: Any) -> bool:
@@ -765,12 +765,18 @@ def _check_by_values(factory: Any, args: argparse.Namespace, settings: Any, devi
     if args.values:
         _Progress()("replaying beside an eagerly stepped twin")
         report = _users_code(
-            prog, f"{flag} {args.target}", lambda: gc.verify_replay(factory, steps=args.steps, **options), args.traceback
+            prog,
+            f"{flag} {args.target}",
+            lambda: gc.verify_replay(factory, steps=args.steps, **options),
+            args.traceback,
         )
     else:
         _Progress()("running the conformance kit")
         report = _users_code(
-            prog, f"{flag} {args.target}", lambda: gc.check_producer(factory, calls=args.steps, **options), args.traceback
+            prog,
+            f"{flag} {args.target}",
+            lambda: gc.check_producer(factory, calls=args.steps, **options),
+            args.traceback,
         )
     if settings.allow:
         report = Report(report.findings + report.suppressed, allow=settings.allow, name=report.name,
@@ -946,7 +952,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "explain":
             return _explain(args.kind, prog)
         settings = _settings(args, prog)
-        return _COMMANDS[args.command](args, settings)
+        code = _COMMANDS[args.command](args, settings)
+        sys.stdout.flush()  # here, where a failed write is said in one line, not at exit
+        return code
     except UsageError as error:
         print(f"{error.prog}: error: {error.message}", file=sys.stderr)
         return EXIT_USAGE
@@ -964,7 +972,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(error, OutputPathError):  # a write that failed after the path was checked
             print(f"{prog}: error: {error}", file=sys.stderr)
             return EXIT_USAGE
-        if _is_output_error(error):
+        if isinstance(error, OSError) and _is_output_error(error):
             print(f"{prog}: error: cannot write standard output: {error.strerror or error}", file=sys.stderr)
             return EXIT_USAGE
         warp_adapter = sys.modules.get("graphcheck._warp")  # not imported when Warp is missing
@@ -980,11 +988,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERNAL
 
 
-def _is_output_error(error: BaseException) -> bool:
+def _is_output_error(error: OSError) -> bool:
     """Whether ``error`` is standard output failing to take graphcheck's text (a full disk, a closed pipe)."""
     import errno
 
-    return isinstance(error, OSError) and error.filename is None and error.errno in (errno.ENOSPC, errno.EPIPE)
+    return error.filename is None and error.errno in (errno.ENOSPC, errno.EPIPE)
 
 
 if __name__ == "__main__":

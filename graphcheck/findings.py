@@ -11,7 +11,6 @@ from __future__ import annotations
 import difflib
 import json
 import logging
-import re
 import textwrap
 import warnings
 from collections import Counter
@@ -21,6 +20,7 @@ from typing import Any
 
 from ._choices import ON_FAILURE
 from ._warnings import GraphCheckWarning, user_stacklevel
+from ._words import article
 from .params import ArrayRef
 from .schema import relative_path
 from .site import Site
@@ -331,7 +331,7 @@ class Allow:
                 what, example = ("a kernel", "integrate") if name == "kernel" else ("an argument", "dt")
                 raise TypeError(
                     f"Allow({name}=...) takes {what}'s name (a str, such as {example!r}) or None, got {value!r} "
-                    f"(a {type(value).__name__})"
+                    f"({article(type(value).__name__)})"
                 )
 
     def __str__(self) -> str:
@@ -417,7 +417,8 @@ def allowances(allow: Iterable[Allow | str] | Allow | str | None) -> tuple[Allow
             out.append(Allow(item))
         else:
             raise TypeError(
-                f"allow= takes finding kinds (str) or graphcheck.Allow objects, got {item!r} (a {type(item).__name__})"
+                f"allow= takes finding kinds (str) or graphcheck.Allow objects, got {item!r} "
+                f"({article(type(item).__name__)})"
             )
     return tuple(out)
 

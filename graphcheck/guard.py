@@ -30,6 +30,7 @@ from typing import Any
 
 from . import _warp, checks, crosscheck
 from ._cuda import GraphInspectError
+from ._words import article
 from .buffers import BufferSet
 from .checked import CheckedGraph, owned_arrays, owned_buffers
 from .config import DISABLED, disabled_by_environment
@@ -234,7 +235,7 @@ def _owners_tuple(owners: Any) -> tuple[Any, ...] | BufferSet:
         if item is None or isinstance(item, (str, bytes, int, float, bool)):
             raise TypeError(
                 f"owners= takes the objects that hold the call's buffers (a simulator, an environment, "
-                f"arrays) or a graphcheck.BufferSet; got {item!r} (a {type(item).__name__}) in owners={owners!r}"
+                f"arrays) or a graphcheck.BufferSet; got {item!r} ({article(type(item).__name__)}) in owners={owners!r}"
             )
     return items
 
@@ -314,7 +315,7 @@ class GraphGuard:
         if reference is not None and not callable(reference):
             raise TypeError(
                 f"reference= must be a callable that does what the guarded block does (e.g. reference=sim.step), "
-                f"got {reference!r} (a {type(reference).__name__}); pass reference=None for no reference call"
+                f"got {reference!r} ({article(type(reference).__name__)}); pass reference=None for no reference call"
             )
         self.options = CaptureOptions.of(options, **keywords)
         if self.options.warmup and reference is None:
@@ -449,6 +450,7 @@ class GraphGuard:
         self.graph = capture.graph if capture_error is None else None
         if exc is not None:
             if not (self.enabled and checks.is_capture_error(exc)):
+                self._raised = type(exc).__name__
                 note = f"the guarded block raised {type(exc).__name__}: nothing was checked"
                 self.report = Report(name=self.name, device=self.device, skipped=[("all checks", note)])
                 return False  # the user's own exception propagates unchanged
@@ -738,14 +740,21 @@ class GraphGuard:
     def launch(self, stream: Any = None) -> None:
         """Launch the captured graph (see :meth:`CheckedGraph.launch`)."""
         if self.checked is None:
-            raise RuntimeError("the guarded block has not run yet: launch() after the `with GraphGuard(...)` block")
+            raise RuntimeError(self._no_graph("launch()"))
         self.checked.launch(stream)
 
     def check_replay(self, on_failure: str | None = None) -> Report:
         """Check the baked addresses (see :meth:`CheckedGraph.check_replay`)."""
         if self.checked is None:
-            raise RuntimeError("the guarded block has not run yet")
+            raise RuntimeError(self._no_graph("check_replay()"))
         return self.checked.check_replay(on_failure)
+
+    def _no_graph(self, call: str) -> str:
+        """Why there is no graph to ``call``: the block raised, or has not run yet."""
+        raised = getattr(self, "_raised", None)
+        if raised is not None:
+            return f"the guarded block raised {raised}, so there is no graph: {call} needs a block that ran to its end"
+        return f"the guarded block has not run yet: {call} after the `with GraphGuard(...)` block"
 
     # Read-only views of the options, by their familiar names.
     on_failure = property(lambda self: self.options.on_failure)
@@ -795,8 +804,8 @@ def _step_arguments(
     """The step's ``(args, kwargs)``, checked (a TypeError says what to pass)."""
     if isinstance(args, (str, bytes, Mapping)) or not isinstance(args, Sequence):
         raise TypeError(
-            f"args= takes the step's positional arguments as a tuple or list, got {args!r} (a {type(args).__name__}); "
-            "e.g. args=(actions,)"
+            f"args= takes the step's positional arguments as a tuple or list, got {args!r} "
+            f"({article(type(args).__name__)}); e.g. args=(actions,)"
         )
     if positional and args:
         raise TypeError(
@@ -806,7 +815,7 @@ def _step_arguments(
     if kwargs is not None and not (isinstance(kwargs, Mapping) and all(isinstance(k, str) for k in kwargs)):
         raise TypeError(
             f"kwargs= takes the step's keyword arguments as a dict of names to values, got {kwargs!r} "
-            f"(a {type(kwargs).__name__}); e.g. kwargs={{'dt': 0.01}}"
+            f"({article(type(kwargs).__name__)}); e.g. kwargs={{'dt': 0.01}}"
         )
     return tuple(positional or args), dict(kwargs or {})
 
@@ -861,7 +870,7 @@ def capture(
     """
     __tracebackhide__ = True  # pytest shows the user's frame, not graphcheck's
     if not callable(fn):
-        raise TypeError(f"capture() needs a callable to capture, got {fn!r} (a {type(fn).__name__})")
+        raise TypeError(f"capture() needs a callable to capture, got {fn!r} ({article(type(fn).__name__)})")
     check_option_names(option_keywords, also=_CAPTURE_KEYWORDS, call="capture()")
     args, kwargs = _step_arguments(positional, args, kwargs)
     settings = CaptureOptions.of(options, **option_keywords)

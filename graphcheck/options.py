@@ -21,9 +21,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._choices import FALLBACKS, REPLAY_CHECKS
+from ._words import article
 from .findings import Allow, allowances, check_on_failure
 
-__all__ = ["FALLBACKS", "REPLAY_CHECKS", "CaptureOptions", "check_fallback", "check_option_names", "check_warmup"]
+__all__ = [
+    "FALLBACKS",
+    "REPLAY_CHECKS",
+    "CaptureOptions",
+    "check_fallback",
+    "check_option_names",
+    "check_stream",
+    "check_warmup",
+]
 
 
 def check_fallback(fallback: str | None) -> str | None:
@@ -44,6 +53,21 @@ def check_warmup(warmup: Any) -> int | None:
             f"reference call) or a number of eager calls >= 0 before the reference call, got {warmup!r}"
         )
     return warmup
+
+
+def check_stream(stream: Any) -> Any:
+    """``stream`` itself when it is None or a ``wp.Stream``, else a TypeError saying what to pass
+    (told by its type's name: this module imports no Warp)."""
+    if stream is not None and not (type(stream).__name__ == "Stream" and hasattr(stream, "cuda_stream")):
+        raise TypeError(
+            f"stream must be None (the device's current stream) or a wp.Stream, got {stream!r} "
+            f"({article(type(stream).__name__)})"
+        )
+    return stream
+
+
+#: ``wp.CaptureMode``'s values (GLOBAL, THREAD_LOCAL, RELAXED), which mirror CUDA's stream capture modes.
+CAPTURE_MODES = (0, 1, 2)
 
 
 def check_option_names(keywords: Iterable[str], *, also: Sequence[str] = (), call: str = "capture()") -> None:
@@ -84,9 +108,10 @@ class CaptureOptions:
         fallback: ``"eager"`` or ``"recapture"``: ``launch()`` calls the step (or captures
             it again) in place of a graph that fails its checks, and findings warn instead
             of raising (see :mod:`graphcheck.fallback`); None: replay.
-        stream: passed to ``wp.ScopedCapture``.
-        force_module_load: passed to ``wp.ScopedCapture``.
-        capture_mode: passed to ``wp.ScopedCapture`` (None: Warp's default).
+        stream: passed to ``wp.ScopedCapture``: None or a ``wp.Stream``.
+        force_module_load: passed to ``wp.ScopedCapture``: None, True or False.
+        capture_mode: passed to ``wp.ScopedCapture``: None (Warp's default) or a
+            ``wp.CaptureMode``.
         warmup: eager calls of the reference before the reference call, for work only
             the first calls do (lazy set-up). None (the default): none, and when the
             capture issued other operations than the reference call, graphcheck replays the
@@ -119,7 +144,19 @@ class CaptureOptions:
         for name in ("revalidate", "allow_foreign_nodes", "strict_ownership"):
             value = getattr(self, name)
             if not isinstance(value, bool):
-                raise TypeError(f"{name} must be True or False, got {value!r} (a {type(value).__name__})")
+                raise TypeError(f"{name} must be True or False, got {value!r} ({article(type(value).__name__)})")
+        if self.force_module_load is not None and not isinstance(self.force_module_load, bool):
+            raise TypeError(
+                f"force_module_load must be None, True or False, got {self.force_module_load!r} "
+                f"({article(type(self.force_module_load).__name__)})"
+            )
+        check_stream(self.stream)
+        mode = self.capture_mode
+        if mode is not None and (isinstance(mode, bool) or not isinstance(mode, int) or mode not in CAPTURE_MODES):
+            raise ValueError(
+                f"capture_mode must be None (Warp's default) or a wp.CaptureMode (GLOBAL, THREAD_LOCAL or RELAXED), "
+                f"got {mode!r}"
+            )
 
     @classmethod
     def of(cls, options: CaptureOptions | None = None, /, **keywords: Any) -> CaptureOptions:
@@ -138,7 +175,7 @@ class CaptureOptions:
             return cls(**keywords)
         if not isinstance(options, cls):
             raise TypeError(
-                f"options= takes a graphcheck.CaptureOptions, got {options!r} (a {type(options).__name__}); "
+                f"options= takes a graphcheck.CaptureOptions, got {options!r} ({article(type(options).__name__)}); "
                 "or pass the options as keywords"
             )
         return dataclasses.replace(options, **keywords) if keywords else options

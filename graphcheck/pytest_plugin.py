@@ -196,10 +196,14 @@ class _SessionRecord:
         if partial:
             line += "; NOT checked: " + ", ".join(f"{check} in {n}" for check, n in partial.items())
         uncompared = sum(
-            1 for v in self.validations if v.source == SOURCE_MARKER and any(c == "compare" for c, _ in v.report.not_run)
+            1
+            for v in self.validations
+            if v.source == SOURCE_MARKER and any(c == "compare" for c, _ in v.report.not_run)
         )
         if uncompared:
-            captures = f"{uncompared} marked capture{'s' if uncompared != 1 else ''} {'were' if uncompared != 1 else 'was'}"
+            captures = (
+                f"{uncompared} marked capture{'s' if uncompared != 1 else ''} {'were' if uncompared != 1 else 'was'}"
+            )
             line += (
                 f" ({captures} NOT compared with an eager call: @pytest.mark.graphcheck(reference_call=True) "
                 "compares them)"
@@ -581,13 +585,15 @@ def _marker_settings(marker: pytest.Mark) -> tuple[tuple[Allow, ...], Any]:
             f"got {given}; e.g. @pytest.mark.graphcheck(allow=['scalar-drift'])",
             pytrace=False,
         )
+    from ._words import article
+
     keyword = "allow"
     try:
         allow = allowances(marker.kwargs.get("allow"))
         for keyword in ("reference_call", "strict_ownership"):
             value = marker.kwargs.get(keyword, False)
             if not isinstance(value, bool):
-                raise TypeError(f"expected True or False, got {value!r} (a {type(value).__name__})")
+                raise TypeError(f"expected True or False, got {value!r} ({article(type(value).__name__)})")
     except (TypeError, ValueError) as error:
         problem = str(error)
     else:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, overload
 
 from . import _session
+from ._words import article
 from .buffers import BufferSet, reach_index
 from .compare import Difference, compare_traces, topology_keys
 from .operations import Allocation, HostSync, LaunchRecord, ended, from_raw, same_launch, seq_of
@@ -441,7 +442,7 @@ def _expect_trace(other: Any, method: str) -> None:
     if not isinstance(other, LaunchTrace):
         raise TypeError(
             f"LaunchTrace.{method}() compares with another trace (from gc.trace_launches()), got {other!r} "
-            f"(a {type(other).__name__})"
+            f"({article(type(other).__name__)})"
         )
 
 
@@ -493,7 +494,7 @@ def assert_pointers_within(trace: LaunchTrace, buffers: BufferSet, *, ignore: It
     if not isinstance(buffers, BufferSet):
         raise TypeError(
             f"assert_pointers_within() takes the allowed buffers as a BufferSet (gc.buffers_of(sim)), got {buffers!r} "
-            f"(a {type(buffers).__name__})"
+            f"({article(type(buffers).__name__)})"
         )
     foreign = trace.foreign_pointers(buffers, ignore=ignore)
     if foreign:

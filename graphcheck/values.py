@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from . import _warp
+from ._words import article
 from .buffers import arrays_of
 from .config import DISABLED, disabled_by_environment
 from .findings import Finding, Report, act, check_on_failure, make_finding
@@ -44,7 +45,7 @@ def build(make: Callable[..., Any], device: str) -> Any:
     if not callable(make):
         raise TypeError(
             f"make must build a producer (a class or a factory, called with device= when it takes it), "
-            f"got {make!r} (a {type(make).__name__})"
+            f"got {make!r} ({article(type(make).__name__)})"
         )
     try:
         parameters = list(inspect.signature(make).parameters.values())
@@ -67,7 +68,7 @@ def step_of(producer: Any, method: str, make: Any) -> Callable[[], Any]:
         return producer
     name = getattr(make, "__qualname__", repr(make))
     raise TypeError(
-        f"{name}() built a {type(producer).__name__} with no {method}() method; pass method= to name the "
+        f"{name}() built {article(type(producer).__name__)} with no {method}() method; pass method= to name the "
         f"method to capture, or make a factory that returns the step callable"
     )
 

@@ -36,6 +36,14 @@ def test_options_are_frozen():
         ({"strict_ownership": "yes"}, TypeError, "strict_ownership must be True or False, got 'yes'"),
         ({"stric_ownership": True}, TypeError, "did you mean 'strict_ownership'?"),
         ({"allow": [3]}, TypeError, "3"),
+        ({"capture_mode": "x"}, ValueError, "capture_mode must be None (Warp's default) or a wp.CaptureMode"),
+        ({"capture_mode": 7}, ValueError, "got 7"),
+        (
+            {"stream": "x"},
+            TypeError,
+            "stream must be None (the device's current stream) or a wp.Stream, got 'x' (a str)",
+        ),
+        ({"force_module_load": "yes"}, TypeError, "force_module_load must be None, True or False, got 'yes'"),
     ],
 )
 def test_a_bad_option_is_one_clear_error_naming_its_value(keywords, error, words):
@@ -142,3 +150,33 @@ def test_the_steps_positional_arguments_are_given_once():
     with pytest.raises(TypeError, match=r"positional arguments twice: 1 after the callable and args=\(2,\); pass"):
         gc.capture(producer.step, 1, args=(2,), device=DEVICE)
     assert producer.seen == []
+
+
+def test_every_option_is_checked_where_it_enters_before_anything_runs(cpu):
+    sim = P.DeviceCounter(DEVICE)
+    before = sim.x.numpy().copy()
+    for keywords in ({"capture_mode": "x"}, {"stream": "x"}, {"force_module_load": 1}):
+        with pytest.raises((TypeError, ValueError)) as caught:
+            gc.capture(sim.step, device=DEVICE, **keywords)
+        assert repr(next(iter(keywords.values()))) in str(caught.value) and "\n" not in str(caught.value)
+    np.testing.assert_array_equal(sim.x.numpy(), before)  # refused before the step ran
+    checked = gc.capture(sim.step, device=DEVICE)
+    with pytest.raises(
+        TypeError, match=r"stream must be None \(the device's current stream\) or a wp.Stream, got 42 \(an int\)"
+    ):
+        checked.launch(42)
+    checked.launch()  # a good launch afterwards replays
+
+
+def test_a_guard_whose_block_raised_says_it_raised_when_launched(cpu):
+    sim = P.DeviceCounter(DEVICE)
+    guard = gc.GraphGuard(DEVICE, sim.step, (sim,))
+    with pytest.raises(KeyError):
+        with guard:
+            raise KeyError("the block's own error")
+    for call in (guard.launch, guard.check_replay):
+        with pytest.raises(RuntimeError, match=r"the guarded block raised KeyError, so there is no graph"):
+            call()
+    fresh = gc.GraphGuard(DEVICE, sim.step, (sim,))
+    with pytest.raises(RuntimeError, match="has not run yet"):
+        fresh.launch()

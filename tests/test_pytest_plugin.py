@@ -557,3 +557,31 @@ def test_disable_flag_turns_checking_off_for_the_session_and_strict_leaves_it(in
     ])  # fmt: skip
     # Without the flag the same unsafe producer is found.
     run_inner(inner, "test_unsafe.py").assert_outcomes(failed=1)
+
+
+def test_marker_values_are_checked_where_they_enter(inner: pytest.Pytester):
+    inner.makepyfile(
+        test_values="""
+        import pytest
+
+        @pytest.mark.graphcheck(reference_call="yes")
+        def test_reference_call_not_a_bool():
+            pass
+
+        @pytest.mark.graphcheck(strict_ownership=1)
+        def test_strict_ownership_not_a_bool():
+            pass
+
+        @pytest.mark.graphcheck(reference_call=True, strict_ownership=False)
+        def test_both_bools():
+            pass
+        """
+    )
+    result = run_inner(inner, "--strict-markers", "-rf")
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*@pytest.mark.graphcheck(reference_call=...): expected True or False, got 'yes' (a str)*",
+            "*@pytest.mark.graphcheck(strict_ownership=...): expected True or False, got 1 (an int)*",
+        ]
+    )

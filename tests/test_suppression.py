@@ -83,7 +83,7 @@ def test_a_comment_on_a_guarded_scoped_capture_line_counts_too(cpu):
     assert not report.findings and [f.kind for f in report.suppressed] == ["per-call-allocation"]
 
 
-# -- as forgiving as `# noqa` -----------------------------------------------------------------
+# -- as forgiving as a linter's noqa comments -----------------------------------------------------------------
 
 
 class BlackFormatted:

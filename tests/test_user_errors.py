@@ -115,6 +115,11 @@ def test_the_plugin_checks_its_report_path_before_the_session_runs(inner):  # no
          "graphcheck check: error: --device needs a device name (cpu, cuda, cuda:0...), got an empty one"),
         (["demo", "--device", " "],
          "graphcheck demo: error: --device needs a device name (cpu, cuda, cuda:0...), got an empty one"),
+        (["check", "--values", "--warmup", "1", "never_imported:make"],
+         "graphcheck check: error: --warmup applies to the capture check; it does not apply to --values"),
+        (["check", "--conformance", "--dot", "g.dot", "never_imported:make"],
+         "graphcheck check: error: --dot draws one capture; it does not apply to --conformance"),
+        (["run", "--warmup", "1", "never_imported.py"], "graphcheck run: error: --warmup 1 does not apply to run"),
     ],
 )  # fmt: skip
 def test_values_are_checked_before_anything_runs(tmp_path, args, message):
