@@ -282,13 +282,13 @@ def replay_vs_eager(
 
 
 def unsafe_variant(device: str | None = None, size: int = 16, frames: int = 20) -> BugDemo:
-    """Validate the odd-substep variant (``on_failure="log"``), print the report, and show the replay drifting.
+    """Validate the odd-substep variant (``on_failure="ignore"``), print the report, and show the replay drifting.
 
     Returns:
         The report (``buffer-drift``) and the largest position difference, replay against eager.
     """
     checked, replayed, eager = replay_vs_eager(
-        NaiveOddSubstepCloth, frames, on_failure="log", device=device, size=size, substeps=3
+        NaiveOddSubstepCloth, frames, on_failure="ignore", device=device, size=size, substeps=3
     )
     divergence = float(np.max(np.abs(replayed - eager)))
     print("\n--- unsafe variant: 3 substeps, state buffers swapped an odd number of times per call ---")

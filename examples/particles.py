@@ -215,12 +215,12 @@ def replay_vs_eager(
 
 
 def unsafe_variant(device: str | None = None, count: int = 512, frames: int = 30) -> BugDemo:
-    """Validate the host-time variant (``on_failure="log"``), print the report, and show the replay drifting.
+    """Validate the host-time variant (``on_failure="ignore"``), print the report, and show the replay drifting.
 
     Returns:
         The report (``scalar-drift`` on ``t``) and the largest position difference, replay against eager.
     """
-    checked, replayed, eager = replay_vs_eager(HostTimeParticles, device, count, frames, on_failure="log")
+    checked, replayed, eager = replay_vs_eager(HostTimeParticles, device, count, frames, on_failure="ignore")
     divergence = float(np.max(np.abs(replayed - eager)))
     print("\n--- unsafe variant: sim time as a Python float ---")
     print(checked.report)

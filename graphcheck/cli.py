@@ -130,6 +130,8 @@ class _Parser(argparse.ArgumentParser):
     """An argument parser whose errors are one line (with the nearest choice), not usage text."""
 
     def error(self, message: str) -> Any:
+        # ARGS (run's program arguments) may be empty: only SCRIPT is required.
+        message = message.replace("required: SCRIPT, ARGS", "required: SCRIPT")
         wrong = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
         if wrong:
             choices = [choice.strip().strip("'") for choice in wrong.group(2).split(",")]
@@ -222,8 +224,8 @@ def _parser() -> argparse.ArgumentParser:
         "graph stays the program's own, and the program takes one extra step per capture",
     )
     run.add_argument("--warmup", default=None, help=argparse.SUPPRESS)  # refused, with why: see _run
-    run.add_argument("script", help="the program to run")
-    run.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
+    run.add_argument("script", metavar="SCRIPT", help="the program to run")
+    run.add_argument("args", metavar="ARGS", nargs=argparse.REMAINDER, help="its arguments")
 
     explain = commands.add_parser(
         "explain", help="print a finding kind's documentation page (graphcheck explain list: every kind)"
@@ -254,7 +256,25 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--steps", type=_at_least(2), default=4, help="steps (calls) for --values and --conformance (default 4)"
     )
+    parser.set_defaults(commands={"demo": demo, "run": run, "explain": explain, "check": check})
     return parser
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line, parsed; an option the subcommand does not take is a usage error of
+    that subcommand, with the nearest option it takes and its help."""
+    parser = _parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        command = args.commands[args.command]
+        options = [o for action in command._actions for o in action.option_strings]
+        unknown = next((word for word in extra if word.startswith("-")), extra[0]).split("=")[0]
+        near = difflib.get_close_matches(unknown, options, n=1)
+        hint = f" (did you mean {near[0]}?)" if near else ""
+        raise UsageError(
+            command.prog, f"unrecognized arguments: {' '.join(extra)}{hint} (see {command.prog} --help)"
+        )  # fmt: skip
+    return args
 
 
 def _version() -> str:
@@ -279,8 +299,9 @@ def _settings(args: argparse.Namespace, prog: str) -> Any:
     """``[tool.graphcheck]`` merged with the options; every value checked (UsageError otherwise)."""
     from . import config
 
+    pyproject = config.find_pyproject(Path.cwd())
     try:
-        settings = config.load(config.find_pyproject(Path.cwd()))
+        settings = config.load(pyproject)
         allow = settings.allow + config.parse_allow(args.allow)
     except config.ConfigError as error:
         raise UsageError(prog, str(error).replace(str(Path.cwd()) + os.sep, "")) from None
@@ -296,6 +317,11 @@ def _settings(args: argparse.Namespace, prog: str) -> Any:
                 check_output_path(option, path)
             except OutputPathError as error:
                 raise UsageError(prog, str(error)) from None
+    if getattr(args, "device", None):
+        args.device_from = ("--device", "--device {}".format)
+    elif settings.device is not None and pyproject is not None:
+        where = f"device in [tool.graphcheck] of {_shown_path(pyproject)}"
+        args.device_from = (where, 'device = "{}"'.format)
     return dataclasses.replace(
         settings,
         allow=tuple(dict.fromkeys(allow)),
@@ -304,8 +330,19 @@ def _settings(args: argparse.Namespace, prog: str) -> Any:
     )
 
 
-def _warp_and_device(device: str | None, prog: str) -> str | None:
-    """Load Warp quietly, check it is supported, and resolve ``device`` (UsageError for one Warp lacks)."""
+def _shown_path(path: Path) -> str:
+    """``path`` relative to the working directory where it lies below it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _warp_and_device(
+    device: str | None, prog: str, device_from: tuple[str, Callable[[str], str]] = ("--device", "--device {}".format)
+) -> str | None:
+    """Load Warp quietly, check it is supported, and resolve ``device`` (UsageError for one Warp
+    lacks, naming where it came from, ``device_from``: the place and how it writes a device)."""
     try:
         import warp as wp
     except ModuleNotFoundError as error:
@@ -322,10 +359,16 @@ def _warp_and_device(device: str | None, prog: str) -> str | None:
         return None
     from .guard import check_device
 
+    where, spell = device_from
     try:
-        return check_device(device)
+        return check_device(device, spell)
     except ValueError as error:
-        raise UsageError(prog, f"--device: {error}") from None
+        raise UsageError(prog, f"{where}: {error}") from None
+
+
+def _device_from(args: argparse.Namespace) -> list[tuple[str, Callable[[str], str]]]:
+    """Where the device came from (``--device``, or ``[tool.graphcheck]``), as ``_settings`` found it."""
+    return [args.device_from] if hasattr(args, "device_from") else []
 
 
 def _code(status: str, strict: bool) -> int:
@@ -518,7 +561,7 @@ def users_output_to_stderr(active: bool) -> Iterator[None]:
 
 
 def _demo(args: argparse.Namespace, settings: Any) -> int:
-    device = _warp_and_device(settings.device, "graphcheck demo")
+    device = _warp_and_device(settings.device, "graphcheck demo", *_device_from(args))
     import warp as wp
 
     import graphcheck as gc
@@ -584,7 +627,7 @@ def _check(args: argparse.Namespace, settings: Any) -> int:
         raise UsageError(prog, f"--warmup applies to the capture check; it does not apply to {flag}")
     if flag and args.dot:
         raise UsageError(prog, f"--dot draws one capture; it does not apply to {flag}")
-    device = _warp_and_device(settings.device, prog)
+    device = _warp_and_device(settings.device, prog, *_device_from(args))
     sys.path.insert(0, os.getcwd())
     checked = None
     # The user's code prints to standard error while a document goes to standard output.
@@ -947,7 +990,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``graphcheck`` command; returns its exit status (see :data:`EXIT_CODES`)."""
     prog = "graphcheck"
     try:
-        args = _parser().parse_args(argv)
+        args = _parse(argv)
         prog = f"graphcheck {args.command}"
         if args.command == "explain":
             return _explain(args.kind, prog)

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._cuda import GraphInspectError
+from ._words import article
 from .checks import Outcome
 from .findings import Finding, make_finding
 from .graph import GraphMatch, GraphNode, read_match
@@ -181,7 +182,7 @@ def check(match: GraphMatch, *, allow_foreign_nodes: bool = False) -> CrossCheck
             if node.type == "KERNEL":
                 what = f"graph node {node.index}: kernel {node.name or hex(int(node.fields.get('func') or 0))}"
             else:
-                what = f"graph node {node.index}: a {node.type.lower()} node"
+                what = f"graph node {node.index}: {article(node.type.lower())} node"
             findings.append(
                 make_finding(
                     "unrecorded-node",

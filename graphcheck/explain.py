@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .findings import KINDS, unknown_kind
+from .findings import KINDS, near_kinds, unknown_kind
 
 __all__ = ["ExplainError", "explain", "pages_dir"]
 
@@ -43,7 +43,8 @@ def explain(kind: str) -> str:
     """The documentation page of a finding kind, as plain text for a terminal.
 
     Args:
-        kind: a finding kind (``"scalar-drift"``...); ``"list"`` or ``""`` gives every kind with its summary.
+        kind: a finding kind (``"scalar-drift"``, in any case); ``"list"`` or ``""`` gives every kind with its
+            summary.
 
     Raises:
         ExplainError: an unknown kind (with the nearest one), or pages that are not installed.
@@ -51,6 +52,9 @@ def explain(kind: str) -> str:
     if kind in ("", "list"):
         width = max(map(len, KINDS))
         return "\n".join(f"{name:<{width}}  {k.summary}" for name, k in KINDS.items())
+    near = near_kinds(kind)
+    if len(near) == 1 and near[0] == kind.strip().lower().replace("_", "-"):
+        kind = near[0]  # the kind in another case (SCALAR-DRIFT) or with underscores
     if kind not in KINDS:
         raise ExplainError(unknown_kind(kind) + "; `graphcheck explain list` lists them")
     folder = pages_dir()

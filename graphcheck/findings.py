@@ -361,10 +361,26 @@ class Allow:
 
 
 def unknown_kind(kind: str) -> str:
-    """The one-line error for a finding kind that does not exist, with the nearest one."""
-    near = difflib.get_close_matches(kind, list(KINDS), n=1)
-    hint = f" (did you mean {near[0]!r}?)" if near else f"; the kinds are: {', '.join(KINDS)}"
-    return f"unknown finding kind {kind!r}{hint}"
+    """The one-line error for a finding kind that does not exist, with the kinds it nearly names."""
+    near = near_kinds(kind)
+    if not near:
+        return f"unknown finding kind {kind!r}; the kinds are: {', '.join(KINDS)}"
+    listed = near[0] if len(near) == 1 else ", ".join(map(repr, near[:-1])) + f" or {near[-1]!r}"
+    return f"unknown finding kind {kind!r} (did you mean {listed if len(near) > 1 else repr(listed)}?)"
+
+
+def near_kinds(kind: str) -> list[str]:
+    """The kinds ``kind`` nearly names: spelt alike (whatever the case, ``_`` for ``-``), or
+    holding it as a word (``drift``, ``allocation``), the closest first."""
+    text = kind.strip().lower().replace("_", "-")
+    if text in KINDS:
+        return [text]
+    ratios = sorted(((difflib.SequenceMatcher(None, text, name).ratio(), name) for name in KINDS), reverse=True)
+    # Spelt alike: as close as the closest, give or take a letter (not every kind a typo half resembles).
+    near = [name for ratio, name in ratios if ratio >= max(0.6, ratios[0][0] - 0.1)]
+    if len(text) >= 4:
+        near += [name for name in KINDS if text in name.split("-") or (len(text) >= 5 and text in name)]
+    return list(dict.fromkeys(near))
 
 
 def comment_allowances(capture: Site | None, launches: Iterable[Site | None]) -> tuple[tuple[Allow, ...], list[str]]:

@@ -201,14 +201,16 @@ def checking_enabled() -> bool:
     return not disabled_by_environment()
 
 
-def check_device(device: Any) -> str:
-    """``str`` of Warp's device for ``device``, or a ValueError naming the devices Warp sees."""
+def check_device(device: Any, spell: Callable[[str], str] = "device={!r}".format) -> str:
+    """``str`` of Warp's device for ``device``, or a ValueError naming the devices Warp sees and
+    suggesting one as the place the device came from writes it (``spell``: ``--device cpu``,
+    ``device = "cpu"`` in pyproject.toml; by default the keyword ``device='cpu'``)."""
     try:
         resolved = _warp.get_device(device)
     except (RuntimeError, ValueError) as error:
         available = ", ".join(str(d) for d in _available_devices())
         hint = (
-            "this machine has no CUDA device; use device='cpu' (graphcheck checks CPU captures too)"
+            f"this machine has no CUDA device; use {spell('cpu')} (graphcheck checks CPU captures too)"
             if not _warp.cuda_available()
             else f"use one of: {available}"
         )

@@ -369,15 +369,16 @@ def _device_name(config: pytest.Config) -> str | None:
     return device
 
 
-def _checked_device(device: Any, what: str) -> Any:
-    """``device`` when this machine has it, else the test fails with one line naming ``what`` set it."""
+def _checked_device(device: Any, what: str, spell: Callable[[str], str] = "device={!r}".format) -> Any:
+    """``device`` when this machine has it, else the test fails with one line naming ``what`` set it
+    (``spell``: how that place writes a device, for the suggestion)."""
     __tracebackhide__ = True
     if device is None:
         return None
     from .guard import check_device
 
     try:
-        check_device(device)
+        check_device(device, spell)
     except ValueError as error:
         problem = str(error)
     else:
@@ -644,7 +645,11 @@ def _run_marked(item: pytest.Item, marker: pytest.Mark) -> Generator[None, objec
     on_failure = settings.on_failure if settings is not None else "raise"
     if settings is not None:
         allow = tuple(dict.fromkeys(settings.allow + allow))
-        device = device if device is not None else _checked_device(settings.device, "[tool.graphcheck] device")
+        device = (
+            device
+            if device is not None
+            else _checked_device(settings.device, "device in [tool.graphcheck]", 'device = "{}"'.format)
+        )
     options = settings.capture_options() if settings is not None else None
     autoguard = AutoGuard(
         options,

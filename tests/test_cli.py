@@ -713,3 +713,35 @@ def test_demo_json_status_combines_its_reports_and_demo_says_its_own_verdict():
     validate_document(document)
     assert [r["status"] for r in document["reports"]] == ["failed", "passed"]
     assert (document["status"], document["ok"], document["demo"]) == ("failed", False, "passed")
+
+
+# -- words ------------------------------------------------------------------------------------
+
+
+def test_the_command_line_s_accept_lines_are_allow_options(factories):
+    text = graphcheck("check", "myfactories:unsafe", "--device", "cpu", cwd=factories)
+    accepts = [line.strip() for line in text.stdout.splitlines() if line.strip().startswith("accept:")]
+    assert accepts and all(line.startswith("accept: --allow ") for line in accepts), text.stdout
+    spec = accepts[0].removeprefix("accept: --allow ")
+    allowed = graphcheck("check", "myfactories:unsafe", "--device", "cpu", "--allow", spec, cwd=factories)
+    assert allowed.returncode == 0 and "allowed (1)" in allowed.stdout, "the line accepts the finding as printed"
+    github = graphcheck("check", "myfactories:unsafe", "--device", "cpu", "--output-format", "github", cwd=factories)
+    assert "%0Aaccept: --allow " in github.stdout and "gc.Allow" not in github.stdout
+    document = json.loads(graphcheck("check", "myfactories:unsafe", "--device", "cpu", "--json", cwd=factories).stdout)
+    assert document["reports"][0]["findings"][0]["accept"].startswith("allow=[gc.Allow("), "JSON keeps the API's"
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["check", "--bogus", "x:y"], "graphcheck check: error: unrecognized arguments: --bogus (see graphcheck check --help)"),
+        (["demo", "--jsn"],
+         "graphcheck demo: error: unrecognized arguments: --jsn (did you mean --json?) (see graphcheck demo --help)"),
+        (["run"], "graphcheck run: error: the following arguments are required: SCRIPT (see graphcheck run --help)"),
+        (["explain", "a", "b"], "graphcheck explain: error: unrecognized arguments: b (see graphcheck explain --help)"),
+    ],
+)  # fmt: skip
+def test_a_subcommand_s_usage_error_points_to_its_own_help(args, said):
+    result = graphcheck(*args)
+    assert result.returncode == 2
+    assert [line for line in result.stderr.splitlines() if not line.startswith(WARPS_OWN_LINES)] == [said]

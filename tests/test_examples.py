@@ -5,6 +5,11 @@ caught with the expected finding kind, and (where replaying it is harmless) its 
 so the finding is not a false alarm.
 """
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -12,6 +17,7 @@ import graphcheck as gc
 from examples import cloth, particles, rl_env
 
 DEVICE = "cpu"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_particles_capture_is_replay_safe_and_faithful():
@@ -79,6 +85,22 @@ def test_show_bug_flag_runs_the_unsafe_variant():
     result = particles.main(["--device", DEVICE, "--steps", "3", "--count", "64", "--show-bug"])
     assert result.report.ok
     assert result.bug is not None and set(result.bug.report.kinds()) == {"scalar-drift"}
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "verdict"),
+    [
+        ("particles.py", ["--steps", "3", "--count", "64"], "graphcheck: 1 finding in HostTimeParticles.step"),
+        ("cloth.py", ["--steps", "3", "--size", "8"], "graphcheck: 2 findings in NaiveOddSubstepCloth.step"),
+    ],
+)
+def test_the_quickstart_command_prints_the_unsafe_variant_s_report_once(script, args, verdict):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("GRAPHCHECK_DISABLE", None)
+    result = subprocess.run([sys.executable, str(ROOT / "examples" / script), "--device", DEVICE, *args, "--show-bug"],
+                            capture_output=True, text=True, env=env, timeout=600, check=False)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (result.stdout + result.stderr).count(verdict) == 1, result.stdout + result.stderr
 
 
 def test_rl_env_under_an_autoguard_with_reference_calls_counts_its_own_guard_once():

@@ -54,3 +54,21 @@ def test_every_report_line_that_links_to_the_docs_names_the_command(cpu):
     ]
     (error, _) = github_annotations(checked.report)[:2]
     assert "%0Adocs: graphcheck explain scalar-drift (or https://" in error
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ("drift", "(did you mean 'dim-drift', 'copy-drift', 'scalar-drift', 'buffer-drift', 'launch-sequence-drift' or "
+                  "'stream-drift'?)"),
+        ("allocation", "(did you mean 'per-call-allocation'?)"),
+        ("stale", "(did you mean 'stale-pointer'?)"),
+        ("buffer_drfit", "(did you mean 'buffer-drift'?)"),
+    ],
+)  # fmt: skip
+def test_explain_takes_any_case_and_suggests_every_near_miss(tmp_path, given, said):
+    for spelt in ("SCALAR-DRIFT", "Scalar_Drift"):
+        page = graphcheck("explain", spelt, cwd=tmp_path)
+        assert page.returncode == 0 and page.stdout.startswith("# scalar-drift\n"), page.stderr
+    result = graphcheck("explain", given, cwd=tmp_path)
+    assert result.returncode == 2 and said in result.stderr, result.stderr

@@ -289,6 +289,10 @@ def test_marker_guards_every_capture_of_the_test(inner: pytest.Pytester):
     assert failed["source"] == "marker" and [f["kind"] for f in failed["findings"]] == ["per-call-allocation"]
     # Printed once: the failure holds the report, no graphcheck section repeats it.
     assert result.stdout.str().count("per-call-allocation (1)") == 1
+    # Its accept line is the marker's argument, paste-ready.
+    assert 'accept: @pytest.mark.graphcheck(allow=[gc.Allow("per-call-allocation", kernel="axpy", arg="x")])' in (
+        result.stdout.str()
+    )
     result.stdout.fnmatch_lines(["FAILED test_marker.py::test_per_call_allocation_fails - graphcheck: 1 capture*"])
     assert written["totals"]["allowed"] == 1
 

@@ -80,3 +80,10 @@ def test_the_demo_follows_the_exit_code_table_and_its_json_says_the_same():
     assert disabled.returncode == 0 and document["status"] == "not-checked" and document["checking"] is False
     strict = graphcheck_env("demo", "--device", "cpu", "--strict", env=off)
     assert strict.returncode == 1 and "NOT checked" in strict.stdout
+
+
+def test_the_docs_front_page_says_what_graphcheck_reports_of_an_array_made_in_the_call():
+    index = (ROOT / "docs" / "index.md").read_text()
+    assert "- an array allocated inside the call," not in index, "a device temporary is a note, not a finding"
+    bullet = index[index.index("host data uploaded inside the call") :].split("\n- ")[0]
+    assert "graph-owned" in " ".join(bullet.split()) and "strict_ownership=True" in bullet

@@ -453,3 +453,21 @@ def test_without_warp_every_command_that_needs_it_says_how_to_install_it_and_exp
         assert "-m pip install warp-lang" in said and not result.stdout
     page = without_warp("explain", "scalar-drift")
     assert page.returncode == 0 and page.stdout.startswith("# scalar-drift"), page.stderr
+
+
+def test_a_device_error_names_where_the_device_came_from_and_that_place_s_syntax(tmp_path):
+    import warp as wp
+
+    (tmp_path / "pyproject.toml").write_text('[tool.graphcheck]\ndevice = "cuda:7"\n')
+    from_settings = graphcheck("demo", cwd=tmp_path)
+    assert from_settings.returncode == 2, from_settings.stdout + from_settings.stderr
+    (said,) = stderr_lines(from_settings)
+    assert said.startswith(
+        "graphcheck demo: error: device in [tool.graphcheck] of pyproject.toml: cannot capture on device 'cuda:7'"
+    ), said
+    assert "--device" not in said
+    from_option = graphcheck("demo", "--device", "cuda:7", cwd=tmp_path)
+    (said_too,) = stderr_lines(from_option)
+    assert said_too.startswith("graphcheck demo: error: --device: cannot capture on device 'cuda:7'"), said_too
+    if not wp.is_cuda_available():  # the suggestion, as each place writes a device
+        assert 'use device = "cpu"' in said and "use --device cpu" in said_too
