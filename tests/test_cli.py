@@ -734,7 +734,8 @@ def test_the_command_line_s_accept_lines_are_allow_options(factories):
 @pytest.mark.parametrize(
     ("args", "said"),
     [
-        (["check", "--bogus", "x:y"], "graphcheck check: error: unrecognized arguments: --bogus (see graphcheck check --help)"),
+        (["check", "--bogus", "x:y"],
+         "graphcheck check: error: unrecognized arguments: --bogus (see graphcheck check --help)"),
         (["demo", "--jsn"],
          "graphcheck demo: error: unrecognized arguments: --jsn (did you mean --json?) (see graphcheck demo --help)"),
         (["run"], "graphcheck run: error: the following arguments are required: SCRIPT (see graphcheck run --help)"),
