@@ -30,7 +30,7 @@ from typing import Any
 
 from . import _warp
 from .checked import CheckedGraph, observe_replays
-from .findings import NOT_APPLICABLE, Allow, Finding, Report, allowances
+from .findings import NOT_APPLICABLE, Allow, Finding, Report, allowances, unused_line
 from .guard import GraphGuard, InferredOwners, checking_enabled, observe, opening_capture
 from .options import CaptureOptions
 from .record import LaunchTrace
@@ -426,6 +426,8 @@ class AutoGuard:
             line = f"graphcheck: {guarded} guarded, {count} finding{'s' if count != 1 else ''}"
         else:
             line = f"graphcheck: {guarded} guarded, no findings" + (" in what was checked" if uncompared else "")
+        allowed = sum(len(r.suppressed) for r in self.reports + self.replay_reports)
+        line += f", {allowed} allowed" if allowed else ""
         if uncompared:
             which = (
                 ("the capture was" if captures == 1 else "the captures were")
@@ -439,8 +441,7 @@ class AutoGuard:
             line += f"; the program took {steps} (an eager call of each capture block right after its capture)"
         lines = [line]
         lines.extend(f"graphcheck: NOT checked: {check}: {why}" for check, why in self.not_checked())
-        lines.extend(f"graphcheck: allowance matched nothing: {a} (check the kernel and argument names)"
-                     for a in self.unused_allow())  # fmt: skip
+        lines.extend(f"graphcheck: {unused_line(a)}" for a in self.unused_allow())
         return "\n".join(lines)
 
     def _hinted(self, report: Report, why_not: str) -> None:

@@ -593,12 +593,7 @@ class Report:
             lines.append(f"  docs: {docs_line(kind)}")
         if self.suppressed:
             lines.append(f"allowed ({len(self.suppressed)}): " + "; ".join(_allowed(f) for f in self.suppressed))
-        lines.extend(
-            f"allowance matched nothing: {allow} (remove the comment: nothing it names is reported there)"
-            if allow.comment is not None
-            else f"allowance matched nothing: {allow} (check the kernel and argument names)"
-            for allow in self.unused_allow
-        )
+        lines.extend(unused_line(allow) for allow in self.unused_allow)
         if self.checks:
             lines.append(f"checked: {', '.join(self.checks)}")
         lines.extend(f"NOT checked: {check}: {reason}" for check, reason in self.skipped)
@@ -644,6 +639,13 @@ class Report:
         out.skipped = tuple(dict.fromkeys(self.skipped + other.skipped))
         out.notes = self.notes + other.notes
         return out
+
+
+def unused_line(allow: Allow) -> str:
+    """The line that says ``allow`` matched nothing, and what to do about it."""
+    if allow.comment is not None:
+        return f"allowance matched nothing: {allow} (remove the comment: nothing it names is reported there)"
+    return f"allowance matched nothing: {allow} (check the kernel and argument names)"
 
 
 def _allowed(finding: Finding) -> str:

@@ -166,3 +166,20 @@ def test_a_comment_on_a_multi_line_capture_header_allows_in_the_whole_capture(cp
             wp.launch(K.axpy, dim=N, inputs=[staged, x, 1.0], device="cpu")
     (report,) = guard.reports
     assert not report.findings and [f.kind for f in report.suppressed] == ["per-call-allocation"]
+
+
+def test_the_closing_lines_count_allowed_findings_and_say_to_remove_an_unused_comment(cpu):
+    from graphcheck.autoguard import AutoGuard
+
+    sim = StrayComments()
+    sim.step()
+    with AutoGuard(None, reference_call=True) as guard:
+        with wp.ScopedCapture(device="cpu"):  # graphcheck: allow[scalar-drift]
+            sim.step()
+    closing = guard.verdict().splitlines()
+    assert closing[0].startswith("graphcheck: 1 capture guarded, no findings, 1 allowed; "), closing
+    first = StrayComments.step.__code__.co_firstlineno
+    assert (
+        f"graphcheck: allowance matched nothing: # graphcheck: allow[buffer-drift] at test_suppression.py:{first + 6} "
+        "(remove the comment: nothing it names is reported there)"
+    ) in closing, closing
