@@ -64,6 +64,14 @@ def bench(session: nox.Session) -> None:
 
 
 @nox.session
+def generate(session: nox.Session) -> None:
+    """Judge generated step programs by graphcheck and by values: the agreement table by construct,
+    each disagreement shrunk (``nox -s generate -- --count 10000 --seed 0 --labels``)."""
+    session.install("-e", ".")
+    session.run("python", "-m", "tests.generator", *session.posargs)
+
+
+@nox.session
 def warp_suite(session: nox.Session) -> None:
     """Run a CPU subset of Warp's own test suite untraced and traced: every outcome must match."""
     session.install("-e", ".")
