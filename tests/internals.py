@@ -8,8 +8,9 @@ test that uses it.
 
 import sys
 
-from graphcheck import _cuda, _owners_probe, _session, _warp
+from graphcheck import _cuda, _owners_probe, _session, _warp, checked
 from graphcheck._owners_probe import OwnersProbe, Unsupported
+from graphcheck._warp import capture as warp_capture
 from graphcheck._warp.hooks import (
     _make_cuda_launch_hook as cuda_launch_hook,
     _make_deterministic_hook as deterministic_hook,
@@ -23,10 +24,12 @@ __all__ = [
     "_owners_probe",
     "_session",
     "_warp",
+    "checked",
     "cuda_launch_hook",
     "deterministic_hook",
     "function_name",
     "native_hook",
+    "warp_capture",
 ]
 
 

@@ -3,11 +3,16 @@
 One module, so Warp compiles them together once. They cover what tests/kernels.py does
 not: generic kernels with declared overloads, kernels calling ``wp.func``, nested structs,
 arrays of structs, a tiled kernel and a differentiable one.
+
+Each adds to its output, and reads every value it is given: a judgement's state changes
+every step, so a replay that computes other values, or none, shows by values.
 """
 
 from typing import Any
 
 import warp as wp
+
+from tests.matrix_kernels import VALUE_TYPES
 
 
 @wp.func
@@ -48,7 +53,7 @@ class Branch:
 @wp.kernel
 def nested(out: wp.array[float], b: Branch):
     i = wp.tid()
-    out[i] = b.leaf.data[i] * b.leaf.k * b.scale + float(b.count)
+    out[i] = out[i] + b.leaf.data[i] * b.leaf.k * b.scale + float(b.count)
 
 
 @wp.struct
@@ -61,14 +66,14 @@ class Particle:
 def move_particles(ps: wp.array[Particle], dt: float):
     i = wp.tid()
     p = ps[i]
-    p.pos = p.pos + wp.vec3(dt, 0.0, 0.0) * p.mass
+    p.pos = p.pos + wp.vec3(dt, 0.0, 0.0) * (p.mass + 1.0)
     ps[i] = p
 
 
 @wp.kernel
 def tile_copy(a: wp.array2d[float], b: wp.array2d[float]):
     i, lane = wp.tid()
-    b[i, lane] = a[i, lane] + 1.0
+    b[i, lane] = b[i, lane] + a[i, lane] + 1.0
 
 
 @wp.kernel
@@ -121,7 +126,7 @@ def closest_distance(mesh: wp.uint64, points: wp.array[wp.vec3], out: wp.array[f
     d = -1.0
     if q.result:
         d = wp.length(wp.mesh_eval_position(mesh, q.face, q.u, q.v) - points[i])
-    out[i] = d
+    out[i] = out[i] + d
 
 
 @wp.kernel
@@ -143,7 +148,7 @@ def scene_distance(scene: Scene, points: wp.array[wp.vec3], out: wp.array[float]
     d = -1.0
     if q.result:
         d = wp.length(wp.mesh_eval_position(scene.mesh, q.face, q.u, q.v) - points[i])
-    out[i] = d
+    out[i] = out[i] + d
 
 
 @wp.kernel
@@ -153,4 +158,61 @@ def bvh_count(bvh: wp.uint64, lower: wp.vec3, upper: wp.vec3, out: wp.array[floa
     index = wp.int32(0)
     while wp.bvh_query_next(query, index):
         n += 1.0
-    out[0] = n
+    out[0] = out[0] + n
+
+
+@wp.kernel
+def particles_into(ps: wp.array[Particle], out: wp.array[float]):
+    i = wp.tid()
+    out[i] = out[i] + ps[i].pos[0]
+
+
+@wp.kernel
+def add_one_int(a: wp.array[int]):
+    i = wp.tid()
+    a[i] = a[i] + 1
+
+
+@wp.kernel
+def count_neighbors_into(grid: wp.uint64, points: wp.array[wp.vec3], counts: wp.array[float]):
+    i = wp.tid()
+    query = wp.hash_grid_query(grid, points[i], 0.25)
+    n = wp.float32(0.0)  # a dynamic variable: the loop adds to it
+    for _ in query:
+        n += 1.0
+    counts[i] = counts[i] + n
+
+
+# A host value of each type a kernel takes, read and added to ``out``: a scalar, a bool, the
+# first component of a vector (quaternions, transforms and spatial vectors too), or the first
+# element of a matrix.
+@wp.kernel
+def add_scalar_value(out: wp.array[float], v: Any):
+    out[0] = out[0] + 1.0 + float(v)
+
+
+@wp.kernel
+def add_bool_value(out: wp.array[float], v: Any):
+    out[0] = out[0] + wp.where(v, 2.0, 1.0)
+
+
+@wp.kernel
+def add_vector_value(out: wp.array[float], v: Any):
+    out[0] = out[0] + 1.0 + float(v[0])
+
+
+@wp.kernel
+def add_matrix_value(out: wp.array[float], v: Any):
+    out[0] = out[0] + 1.0 + float(v[0, 0])
+
+
+def add_value(dtype):
+    """The kernel of ``add_*_value`` that reads a value of ``dtype``."""
+    shape = getattr(dtype, "_shape_", ())
+    if dtype is wp.bool:
+        return add_bool_value
+    return (add_scalar_value, add_vector_value, add_matrix_value)[len(shape)]
+
+
+for _dtype in VALUE_TYPES.values():
+    wp.overload(add_value(_dtype), {"out": wp.array[float], "v": _dtype})

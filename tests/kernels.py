@@ -37,7 +37,7 @@ def axpy(x: wp.array[float], y: wp.array[float], alpha: float):
 @wp.kernel
 def with_struct(out: wp.array(dtype=float), p: Params):
     i = wp.tid()
-    out[i] = p.dt + p.scratch[i] + p.gravity[1]
+    out[i] = out[i] + p.dt + p.scratch[i] + p.gravity[1]
 
 
 @wp.kernel

@@ -601,6 +601,10 @@ class StagingFedBetweenReplays(StagingWrittenInCall):
 
     expected = None
 
+    def __init__(self, device):
+        super().__init__(device)
+        self.feed(1)  # the data a program writes before its first call
+
     def step(self):
         wp.copy(self.v, self.staging)
         self.launch(K.integrate, [self.x, self.v, 0.1])
@@ -1131,10 +1135,12 @@ class ConstantNaN(Producer):
 
     def step(self):
         self.launch(K.nan_scale, [self.x, float("nan")])
+        self.launch(K.add_one, [self.x])
 
 
 class EvenPingPong(Producer):
-    """Buffers swapped twice per call: the same buffers at the same places every call."""
+    """Buffers swapped twice per call: the same buffers at the same places every call (they
+    hold different values, so a replay that swapped them would show)."""
 
     def __init__(self, device):
         super().__init__(device)
@@ -1142,7 +1148,7 @@ class EvenPingPong(Producer):
 
     def step(self):
         for _ in range(2):
-            self.launch(K.copy_kernel, [self.x, self.y])
+            self.launch(K.scale, [self.y, self.x, 1.0, 1])  # y = x + 1
             self.x, self.y = self.y, self.x
 
 
@@ -1204,6 +1210,7 @@ class LazyScratch(Producer):
     def step(self):
         if self.scratch is None:
             self.scratch = wp.zeros(N, dtype=float, device=self.device)
+        self.launch(K.integrate, [self.x, self.v, 0.1])
         self.launch(K.square, [self.x, self.scratch])
 
 

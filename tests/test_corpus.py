@@ -10,6 +10,7 @@ import graphcheck as gc
 from graphcheck.buffers import arrays_of
 from tests import kernels as K, producers as P
 from tests.internals import function_name
+from tests.replay_mutations import fails_when_replays_do_nothing
 from tests.releases import APIC_CPU_GRAPHS, CAPTURE_ERROR_ON_READBACK, CPU_GRAPH_RECORDS_HASH_GRID, TEXTURES
 
 DEVICE = "cpu"
@@ -256,3 +257,24 @@ def test_a_texture_remade_per_call_is_one_finding_naming_the_texture():
     checked = gc.capture(p.step, device=DEVICE, owners=(p,), on_failure="ignore")
     (finding,) = checked.report.findings
     assert finding.kind == "per-call-allocation" and "wp.Texture2D" in finding.message, str(checked.report)
+
+
+def _guarded(check, producer):
+    marks = getattr(_marked(producer), "marks", ())
+    return pytest.param(check, (producer,), id=producer.__name__, marks=marks)
+
+
+@pytest.mark.parametrize(
+    "check, args",
+    [
+        *[_guarded(test_safe_producer_replays_like_an_eager_twin, p) for p in P.SAFE],
+        *[
+            pytest.param(test_owners_default_to_a_function_s_defaults_and_a_partial_s_arguments, (bind,), id=bind)
+            for bind in ("default", "partial")
+        ],
+        pytest.param(test_staging_fed_between_replays_replays_like_an_eager_twin, (), id="staging_fed"),
+    ],
+)
+def test_a_replay_that_does_nothing_fails_every_value_check(check, args):
+    # Every safe producer's state changes each step, so the proof by values can fail.
+    fails_when_replays_do_nothing(check, *args)

@@ -9,6 +9,7 @@ import warp as wp
 
 import graphcheck as gc
 from tests import kernels as K, producers as P
+from tests.replay_mutations import fails_when_replays_do_nothing
 
 DEVICE = "cpu"
 CHANGED_AFTER_CAPTURE = [P.StructFieldSetAfterCapture, P.CommandRebound]
@@ -53,6 +54,12 @@ def test_a_value_set_back_before_the_launch_is_fine_and_replays_right(producer):
     checked, replayed, eager = replayed_and_eager(producer, set_and_back)
     np.testing.assert_array_equal(replayed, eager)
     assert checked.check_replay().ok
+
+
+@pytest.mark.parametrize("producer", CHANGED_AFTER_CAPTURE, ids=lambda p: p.__name__)
+def test_a_replay_that_does_nothing_fails_the_value_check(producer):
+    # Both producers' state changes each step (the struct's kernel adds to its output).
+    fails_when_replays_do_nothing(test_a_value_set_back_before_the_launch_is_fine_and_replays_right, producer)
 
 
 @pytest.mark.parametrize("producer", CHANGED_AFTER_CAPTURE, ids=lambda p: p.__name__)
