@@ -539,7 +539,17 @@ def test_strict_ownership_reaches_the_guard_of_every_capture(tmp_path):
     assert "strict: True" in graphcheck("run", script, cwd=tmp_path).stdout
 
 
-def test_dot_without_graphviz_says_how_to_get_the_svg(tmp_path):
+@pytest.mark.parametrize("graphviz", [False, True], ids=["without_graphviz", "with_graphviz"])
+def test_dot_writes_the_svg_with_graphviz_or_says_how_to_get_it(tmp_path, monkeypatch, graphviz):
+    # PATH holds only a stand-in for Graphviz's dot, or nothing: both claims are checked on every machine.
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    if graphviz:
+        dot = tools / "dot"  # writes an SVG where -o says, as `dot -Tsvg IN -o OUT` does
+        writes = "import sys\nopen(sys.argv[sys.argv.index('-o') + 1], 'w').write('<svg/>')\n"
+        dot.write_text(f"#!{sys.executable}\n{writes}")
+        dot.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tools))
     step = textwrap.dedent(
         """scratch = wp.array([1.0] * 8, dtype=float, device="cpu")  # host data, gone after the call
         wp.launch(add, dim=8, inputs=[scratch, self.v], device="cpu")"""
@@ -547,10 +557,12 @@ def test_dot_without_graphviz_says_how_to_get_the_svg(tmp_path):
     picture = tmp_path / "run.dot"
     result = graphcheck("run", "--dot", str(picture), str(write_script(tmp_path, step)))
     assert picture.read_text().startswith("digraph graphcheck") and "per-call-allocation" in picture.read_text()
-    import shutil
-
-    if shutil.which("dot") is None:
-        assert f"dot -Tsvg {picture} -o {picture.with_suffix('.svg')}" in result.stderr
+    svg = picture.with_suffix(".svg")
+    hint = f"dot -Tsvg {picture} -o {svg}"
+    if graphviz:
+        assert svg.read_text() == "<svg/>" and f"wrote {svg}" in result.stderr and hint not in result.stderr
+    else:
+        assert hint in result.stderr and not svg.exists(), result.stderr
 
 
 def test_the_docs_pasted_outputs_carry_no_machine_paths():

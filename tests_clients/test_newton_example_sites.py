@@ -7,9 +7,10 @@ alike and stepped eagerly: graphcheck's verdict is right when it agrees with the
 finding and a replay equal to eager stepping, or a finding and a replay that differs).
 
 An example that downloads its assets, imports a package (OpenUSD among them) or loads a USD asset
-where it is not installed, or raises unless it runs on a CUDA device, is skipped with that reason,
-read from its source. The others not judged yet are skipped as such, so the count of what is left
-stays in view.
+where it is not installed, or raises unless it runs on a CUDA device, is not run, with that reason
+read from its source. The others not judged yet are listed (``NOT_JUDGED_YET``) with the reason, so
+what is left stays in view; ``test_every_capturing_example_is_judged_or_says_why_not`` holds the
+three lists to what the examples capture.
 """
 
 from __future__ import annotations
@@ -141,10 +142,32 @@ def captured_method(source: str) -> str:
 SITES = capturing_examples()
 
 
-@pytest.mark.parametrize("module", sorted(set(SITES) - set(JUDGED) - set(BY_HAND)))
-def test_site_not_judged(module):
-    reason = cannot_run_here(SITES[module])
-    pytest.skip(f"{module}: {reason or 'not judged yet'}")
+MPM = (
+    "an MPM example, not judged yet: a CPU capture that fails on a wp.copy between non-contiguous arrays (no "
+    "graph to replay), 600,000 particles, a failure in Newton on the CPU, or twins that cannot be matched array "
+    "by array (Warp's sparse-matrix capture state holds another number of entries in each, or the step makes "
+    "arrays the twin lacks)"
+)
+# The examples that can run here and capture, not judged yet: module -> why.
+NOT_JUDGED_YET = {
+    "basic.example_basic_multi_solver_overlay": "its capture is a solver layer's, not the example's",
+    "mpm.example_mpm_beam_twist": MPM,
+    "mpm.example_mpm_pinch_carry": MPM,
+    "mpm.example_mpm_snow_ball": MPM,
+    "mpm.example_mpm_twoway_coupling": MPM,
+    "multiphysics.example_mujoco_mpm_coupled_solver": MPM,
+    "multiphysics.example_vbd_mpm_coupled_solver": MPM,
+    "multiphysics.example_xpbd_mpm_coupled_solver": MPM,
+}
+
+
+def test_every_capturing_example_is_judged_or_says_why_not():
+    not_judged = set(SITES) - set(JUDGED) - set(BY_HAND)
+    left = {module for module in not_judged if not cannot_run_here(SITES[module])}
+    assert left == set(NOT_JUDGED_YET), (
+        f"judge these or list them in NOT_JUDGED_YET with why: {sorted(left - set(NOT_JUDGED_YET))}; "
+        f"no longer left: {sorted(set(NOT_JUDGED_YET) - left)}"
+    )
 
 
 def test_judged_sites_capture():

@@ -85,6 +85,13 @@ class Twins:
                 right[path].zero_()
 
     def differing(self) -> list[str]:
+        """The arrays whose bytes differ between the two; fails when none is compared (a
+        comparison of nothing would pass whatever the replay computed)."""
+        compared = arrays_of(self.subject).keys() - set(self.uninitialised)
+        assert compared, (
+            f"the twins hold no array to compare ({len(self.uninitialised)} uninitialised ones left out): "
+            f"a comparison by values would prove nothing"
+        )
         return differing(self.subject, self.twin, skip=self.uninitialised)
 
     def count(self) -> int:

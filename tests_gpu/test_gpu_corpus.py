@@ -6,6 +6,7 @@ import warp as wp
 
 import graphcheck as gc
 from tests import kernels as K, producers as P
+from tests.replay_mutations import fails_when_replays_do_nothing
 
 
 class StreamToggle(P.Producer):
@@ -70,6 +71,17 @@ def test_safe_producer_passes_the_graph_cross_check_and_replays(producer, device
     checked.launch()
     checked.launch()
     wp.synchronize_device(device)
+
+
+@pytest.mark.parametrize("producer", [p for p in P.SAFE if not p.expected_cuda], ids=lambda p: p.__name__)
+def test_safe_producer_replays_like_an_eager_twin_on_cuda(producer, device):
+    report = gc.verify_replay(producer, steps=4, device=device, on_failure="ignore")
+    assert report.ok and "values" in report.checks, str(report)
+
+
+@pytest.mark.parametrize("producer", [p for p in P.SAFE if not p.expected_cuda], ids=lambda p: p.__name__)
+def test_a_replay_that_does_nothing_fails_the_value_check_on_cuda(producer, device):
+    fails_when_replays_do_nothing(test_safe_producer_replays_like_an_eager_twin_on_cuda, producer, device)
 
 
 @pytest.mark.parametrize("producer", P.STALE, ids=lambda p: p.__name__)

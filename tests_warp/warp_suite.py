@@ -4,7 +4,8 @@
 of the tests Warp ships inside its wheel (``warp/tests``) twice, each time in a fresh
 process: untraced, then with two nested traces (one with ``include_warp=True``) around
 every test. It fails on any test whose outcome differs, on any graphcheck hook left
-installed after a test, and on any error raised from inside graphcheck.
+installed after a test, on any error raised from inside graphcheck, and when either run
+ran no test (a module or ``-k`` that selects nothing, or every test skipped).
 
 Usage::
 
@@ -147,6 +148,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{mode}: {len(runs[mode]['outcomes'])} tests in {time.perf_counter() - start:.0f} s", flush=True)
     untraced, traced = runs["untraced"]["outcomes"], runs["traced"]["outcomes"]
     problems = runs["untraced"]["problems"] + runs["traced"]["problems"]
+    for mode, outcomes in runs.items():
+        if not any(outcome != "skip" for outcome in outcomes["outcomes"].values()):
+            selected = f"modules {', '.join(modules)}" + (f", -k {args.keyword}" if args.keyword else "")
+            problems.append(f"the {mode} run ran no test ({selected}): a run of nothing shows nothing")
     for name in sorted(set(untraced) | set(traced)):
         if untraced.get(name) != traced.get(name):
             problems.append(f"{name}: untraced {untraced.get(name)!r}, traced {traced.get(name)!r}")
@@ -156,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         counts[key] = counts.get(key, 0) + 1
     print(f"{len(untraced)} tests of {len(modules)} modules untraced: {counts}")
     if problems:
-        print(f"{len(problems)} difference(s) with graphcheck tracing every test:")
+        print(f"{len(problems)} problem(s) with graphcheck tracing every test:")
         for problem in problems:
             print("  " + problem)
         return 1
