@@ -181,7 +181,7 @@ class Dim(Construct):
 
 @dataclass(frozen=True)
 class Swap(Construct):
-    """Ping-pong: ``b += 0.5 * a``, then ``a`` and ``b`` swapped on the holder, ``times`` per call
+    """Ping-pong: ``b = 0.75 * b + 0.5 * a + 0.25``, then ``a`` and ``b`` swapped on the holder, ``times`` per call
     on the calls ``when`` says (``counter``: not on every third call, which starts after the
     calls graphcheck compares). ``mirror`` copies ``b`` into ``a`` before each swap, so both
     hold the same values at every call's end."""
@@ -203,7 +203,7 @@ class Swap(Construct):
             return
         for _ in range(self.times):
             a, b = p.get(self.a), p.get(self.b)
-            wp.launch(PK.advance, dim=N, inputs=[b, a, 0.25], device=p.device)
+            wp.launch(PK.ping, dim=N, inputs=[b, a], device=p.device)
             if self.mirror:
                 wp.copy(a, b)
             p.put(self.a, b)

@@ -41,3 +41,10 @@ def advance_by_struct(out: wp.array[float], k: Knobs):
 def churn(a: wp.array[float]):
     i = wp.tid()
     a[i] = a[i] + 0.25
+
+
+@wp.kernel
+def ping(b: wp.array[float], a: wp.array[float]):
+    # Not symmetric in a and b with the kernels above: which buffer plays which part shows.
+    i = wp.tid()
+    b[i] = 0.75 * b[i] + 0.5 * a[i] + 0.25

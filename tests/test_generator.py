@@ -125,6 +125,7 @@ KNOWN = {
     283: "first_call_fill_value",
     287: "first_call_view_offset",
     292: "first_call_dim",
+    304: "first_call_without_the_swap",
     346: "first_call_scalar",
     355: "first_call_copy_span",
     368: "first_call_fill_value",
