@@ -65,9 +65,9 @@ SLOTS = ("out", "src", "a", "b", "dst", "slot", "field")  # the fields of a cons
 # -- schedules: how a host value changes from call to call ----------------------------------------
 
 #: ``constant``: the same every call; ``first_call``: other on the first call only (a warm start);
-#: ``second_call``: other on the second call only; ``alternating``: other on even calls;
-#: ``counter``: another value every call; ``late``: other from call LATE on.
-SCHEDULES = ("constant", "first_call", "second_call", "alternating", "counter", "late")
+#: ``every_third``: other on calls 2, 5, 8...; ``alternating``: other on even calls; ``counter``:
+#: another value every call; ``late``: other from call LATE on.
+SCHEDULES = ("constant", "first_call", "every_third", "alternating", "counter", "late")
 
 
 def scheduled(schedule: str, frame: int, steady: Any, other: Any, counted: Any = None) -> Any:
@@ -76,8 +76,8 @@ def scheduled(schedule: str, frame: int, steady: Any, other: Any, counted: Any =
         return steady
     if schedule == "first_call":
         return other if frame == 1 else steady
-    if schedule == "second_call":
-        return other if frame == 2 else steady
+    if schedule == "every_third":
+        return other if frame % 3 == 2 else steady
     if schedule == "alternating":
         return other if frame % 2 == 0 else steady
     if schedule == "counter":
@@ -195,6 +195,12 @@ class Swap(Construct):
     @property
     def late(self) -> bool:
         return self.when in ("late", "counter")
+
+    @property
+    def blind(self) -> bool:  # type: ignore[override]
+        # Mirrored, the two hold the same values at every call's end: a replay that reads the
+        # other one shows only once one of them is updated between replays (Mutate).
+        return self.mirror
 
     def step(self, p, k, frame):
         if not scheduled(self.when, frame, True, False, frame % 3 != 0):

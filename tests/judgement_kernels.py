@@ -168,6 +168,13 @@ def particles_into(ps: wp.array[Particle], out: wp.array[float]):
 
 
 @wp.kernel
+def scale_add(a: wp.array[float], b: wp.array[float], s: float, n: int):
+    # tests.kernels.scale, adding to ``a``: its parameters, and so the findings' names, are scale's.
+    i = wp.tid()
+    a[i] = a[i] + b[i] * s + float(n)
+
+
+@wp.kernel
 def add_one_int(a: wp.array[int]):
     i = wp.tid()
     a[i] = a[i] + 1

@@ -1908,11 +1908,11 @@ class Combos(Base):
         frame, d, how = self.tick(), self.device, self.how
         a = self.y if frame % 2 == 0 and "swap" in how else self.x
         s = float(frame) if "scalar" in how else 1.0
-        dim = 4 * frame if "dim" in how else N
+        dim = 4 * (1 + frame % 4) if "dim" in how else N  # never more than the arrays hold
         b = _global("combo") if "foreign" in how else self.v
         if "upload" in how:
             b = wp.array(np.full(N, float(frame), dtype=np.float32), dtype=float, device=d)
-        wp.launch(K.scale, dim=dim, inputs=[a, b, s, 1], device=d)
+        wp.launch(J.scale_add, dim=dim, inputs=[a, b, s, 1], device=d)
         if "fill" in how:
             self.y.fill_(float(frame))
 
