@@ -37,6 +37,13 @@ def axpy(x: wp.array[float], y: wp.array[float], alpha: float):
 @wp.kernel
 def with_struct(out: wp.array(dtype=float), p: Params):
     i = wp.tid()
+    out[i] = p.dt + p.scratch[i] + p.gravity[1]
+
+
+@wp.kernel
+def add_struct(out: wp.array(dtype=float), p: Params):
+    # with_struct, adding to out: a producer proved safe by values changes its state every step.
+    i = wp.tid()
     out[i] = out[i] + p.dt + p.scratch[i] + p.gravity[1]
 
 

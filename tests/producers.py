@@ -129,7 +129,7 @@ class StructFieldCounter(Producer):
 
     def step(self):
         self.params.dt = self.params.dt * 1.5
-        self.launch(K.with_struct, [self.x, self.params])
+        self.launch(K.add_struct, [self.x, self.params])
 
 
 class ReplayedCommandParam(Producer):
@@ -1225,7 +1225,7 @@ class ConstantStruct(Producer):
         self.params.gravity = wp.vec3(0.0, -9.8, 0.0)
 
     def step(self):
-        self.launch(K.with_struct, [self.x, self.params])
+        self.launch(K.add_struct, [self.x, self.params])
 
 
 class StructFieldSetAfterCapture(ConstantStruct):

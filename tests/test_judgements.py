@@ -891,7 +891,7 @@ class Breaks(Base):
     def step(self):
         wp.launch(K.integrate, dim=N, inputs=[self.x, self.v, 0.1], device=self.device)
         wp.launch(J.add_indexed, dim=N, inputs=[wp.indexedarray(self.ring, [self.idx])], device=self.device)
-        wp.launch(K.with_struct, dim=N, inputs=[self.y, self.params], device=self.device)
+        wp.launch(K.add_struct, dim=N, inputs=[self.y, self.params], device=self.device)
         if self.how == "grad":
             wp.launch(K.add_one, dim=N, inputs=[self.x.grad], device=self.device)
 
@@ -1056,7 +1056,7 @@ class GlobalStructField(Base):
         self.params.dt = 0.1
 
     def step(self):
-        wp.launch(K.with_struct, dim=N, inputs=[self.x, self.params], device=self.device)
+        wp.launch(K.add_struct, dim=N, inputs=[self.x, self.params], device=self.device)
 
 
 # The struct is the producer's, but the array in it is a module global's: graphcheck owns what
@@ -1160,12 +1160,12 @@ class Temporaries(Base):
             params = K.Params()
             params.scratch = wp.full(N, 2.0, dtype=float, device=d)
             params.dt = 0.1
-            wp.launch(K.with_struct, dim=N, inputs=[self.x, params], device=d)
+            wp.launch(K.add_struct, dim=N, inputs=[self.x, params], device=d)
         elif how == "struct_field_upload":
             params = K.Params()
             params.scratch = wp.array(np.full(N, float(self.tick()), dtype=np.float32), dtype=float, device=d)
             params.dt = 0.1
-            wp.launch(K.with_struct, dim=N, inputs=[self.x, params], device=d)
+            wp.launch(K.add_struct, dim=N, inputs=[self.x, params], device=d)
         elif how == "taped_temp":
             x = wp.clone(self.v, requires_grad=True)
             loss = wp.zeros(1, dtype=float, device=d, requires_grad=True)
@@ -1200,7 +1200,7 @@ class Temporaries(Base):
         elif how == "kept_in_struct_field":
             # A device temporary kept by the owner through a struct field.
             self.params.scratch = wp.full(N, 0.5, dtype=float, device=d)
-            wp.launch(K.with_struct, dim=N, inputs=[self.x, self.params], device=d)
+            wp.launch(K.add_struct, dim=N, inputs=[self.x, self.params], device=d)
         elif how == "indices_cloned":
             idx = wp.clone(self.ints)  # indices made on the device in the call
             wp.launch(J.add_indexed, dim=N, inputs=[wp.indexedarray(self.x, [idx])], device=d)
@@ -1744,7 +1744,7 @@ class Packing(Base):
             wp.launch(J.add_value(wp.float16), dim=1, inputs=[self.out, wp.float16(1.0 + 1e-5 * frame)], device=d)
         elif how == "struct_field_rounding":
             self.params.dt = 0.5 + 1e-10 * frame
-            wp.launch(K.with_struct, dim=N, inputs=[self.x, self.params], device=d)
+            wp.launch(K.add_struct, dim=N, inputs=[self.x, self.params], device=d)
         elif how == "numpy_vs_python":
             alpha = np.float32(0.5) if frame % 2 else 0.5
             wp.launch(K.axpy, dim=N, inputs=[self.v, self.x, alpha], device=d)
@@ -1877,7 +1877,7 @@ class Misc(Base):
             params.scratch = self.scratch
             params.dt = 0.1
             params.gravity = wp.vec3(0.0, -9.8, 0.0)
-            wp.launch(K.with_struct, dim=N, inputs=[self.y, params], device=d)
+            wp.launch(K.add_struct, dim=N, inputs=[self.y, params], device=d)
         elif how == "dtype_view":
             wp.launch(J.int_to_float, dim=N, inputs=[self.x.view(wp.int32), self.y], device=d)
             wp.launch(K.add_one, dim=N, inputs=[self.x], device=d)  # other bits to view next step
@@ -1955,7 +1955,7 @@ class HeldOnlyBy(Base):
         elif self.how == "indexed":
             wp.launch(J.add_indexed, dim=N, inputs=[self.window], device=d)
         else:
-            wp.launch(K.with_struct, dim=N, inputs=[self.x, self.params[0]], device=d)
+            wp.launch(K.add_struct, dim=N, inputs=[self.x, self.params[0]], device=d)
 
 
 for _how in ("view", "indexed", "struct_in_list"):
