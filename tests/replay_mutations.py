@@ -1,12 +1,13 @@
-"""Mutations of the code under test, for tests that prove the value checks can fail.
+"""A replay that does nothing, for tests that prove the value checks can fail (source
+mutations of the CUDA bookkeeping are tests/mutations.py's).
 
 A value check that passes whatever the replay computes proves nothing. Under
 :func:`replays_doing_nothing`, every replay of a captured graph does nothing: each value
 check of a producer that changes state every step must then fail
 (:func:`fails_when_replays_do_nothing`, used by the value checks' guard tests).
 
-``python -m pytest -p tests.replay_mutations tests`` runs the whole suite so, and lists the tests that
-passed although they replayed a graph.
+``python -m pytest -p tests.replay_mutations tests`` runs the whole suite so, and lists the
+tests that passed although they replayed a graph.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def fails_when_replays_do_nothing(check, *args) -> None:
     assert skipped[0], f"{check.__name__}{args!r} replayed nothing: the mutation did not reach it"
 
 
-# -- the mutation run: ``python -m pytest -p tests.replay_mutations tests`` ------------------------------
+# -- the mutation run: ``python -m pytest -p tests.replay_mutations tests`` ------------------------
 # Loaded as a plugin, every test runs with replays doing nothing, and the run ends with the tests
 # that passed although they replayed a graph: each is a value check that proves nothing, or a
 # test that checks something else (a verdict, a note, a replay that must differ).

@@ -10,8 +10,8 @@ import graphcheck as gc
 from graphcheck.buffers import arrays_of
 from tests import kernels as K, producers as P
 from tests.internals import function_name
-from tests.replay_mutations import fails_when_replays_do_nothing
 from tests.releases import APIC_CPU_GRAPHS, CAPTURE_ERROR_ON_READBACK, CPU_GRAPH_RECORDS_HASH_GRID, TEXTURES
+from tests.replay_mutations import fails_when_replays_do_nothing
 
 DEVICE = "cpu"
 

@@ -30,8 +30,8 @@ from warp import launch as early_launch  # bound before graphcheck installs its 
 
 import graphcheck as gc
 from tests import judgement_kernels as J, kernels as K, matrix_kernels as M
-from tests.replay_mutations import fails_when_replays_do_nothing
 from tests.releases import CPU_GRAPH_RECORDS_NATIVES
+from tests.replay_mutations import fails_when_replays_do_nothing
 
 DEVICE = "cpu"
 N = 16
