@@ -60,12 +60,18 @@ def _kind_of(diff: Difference) -> str:
     return "scalar-drift"
 
 
+#: The kinds :func:`drift` and :func:`host_inputs` give: the capture differs from the call it
+#: is compared with (a difference only the first call has is settled by a later call).
+COMPARED_KINDS = frozenset({"launch-sequence-drift", "scalar-drift", "dim-drift", "buffer-drift", "copy-drift"})
+
 #: What a capture is compared with, as the findings name it: an eager reference call,
-#: (at a site validated before) the capture that was validated, or (a guarded block after
-#: a retry) the capture graphcheck made of the reference after later calls.
+#: (at a site validated before) the capture that was validated, (a guarded block after a
+#: retry) the capture graphcheck made of the reference after later calls, or (a new capture
+#: after a retry) the first capture.
 REFERENCE_CALL = "the reference call"
 VALIDATED_CAPTURE = "the validated capture"
 LATER_CAPTURE = "the reference's later capture"
+FIRST_CAPTURE = "the first capture"
 
 
 def _where(diff: Difference, against: str) -> str:

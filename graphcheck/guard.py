@@ -32,7 +32,7 @@ from . import _warp, checks, crosscheck
 from ._cuda import GraphInspectError
 from ._words import article
 from .buffers import BufferSet
-from .checked import CheckedGraph, owned_arrays, owned_buffers
+from .checked import CheckedGraph, owned_buffers
 from .config import DISABLED, disabled_by_environment
 from .fallback import Fallback, on_failure_with
 from .findings import NOT_APPLICABLE, Finding, Report, act, comment_allowances
@@ -104,17 +104,88 @@ def judge(
 
 @dataclass
 class _Retry:
-    """Why a verdict needs later calls, and what was seen before them (see GraphGuard._retry)."""
+    """What the first capture left when its verdict needs later calls (see GraphGuard._retry)."""
 
     first: Report  # the first capture's verdict
     trace: LaunchTrace  # the first capture's trace
     graph: Any  # the first capture's graph
     match: GraphMatch | None  # and its nodes matched to the trace (CUDA)
-    drift: bool  # a launch-sequence-drift, perhaps work only the first call does
-    pairs: list[tuple[str, ...]]  # swapped buffers that held the same values after the reference call
-    arrays: dict[str, Any]  # the owners' arrays by label, read again after the later calls
-    before: dict[str, bytes] | None  # the pairs' bytes after the reference call
-    after: dict[str, bytes] | None = None  # and after the later calls
+
+
+# -- Settling a verdict with later calls (see GraphGuard._retry) ---------------------------
+
+
+def compared_differences(findings: Sequence[Finding]) -> list[Finding]:
+    """The findings that say the capture differs from the call it was compared with (the
+    kinds :func:`graphcheck.checks.drift` gives), which a later call may settle."""
+    return [f for f in findings if f.kind in checks.COMPARED_KINDS]
+
+
+def _cause(finding: Finding) -> tuple[Any, ...]:
+    # Operations only one call issued are one cause wherever the run starts (the two
+    # comparisons align the calls differently); a value is one cause per argument.
+    if finding.kind == "launch-sequence-drift":
+        return (finding.kind,)
+    return finding.kind, finding.kernel, finding.arg
+
+
+def same_causes_once(found: Sequence[Finding], more: Sequence[Finding]) -> list[Finding]:
+    """``more`` less the findings of a cause ``found`` already reports: the first capture
+    (a guarded block's) compared with the new capture sees again the drift the later calls
+    showed (a tape reused without reset, substeps that adapt); one cause, one finding."""
+    causes = {_cause(f) for f in found}
+    return [f for f in more if _cause(f) not in causes]
+
+
+def _difference_text(finding: Finding) -> str:
+    if finding.kind == "launch-sequence-drift":
+        count = finding.detail.get("operations", 1)
+        return f"{count} operation{'s' if count != 1 else ''} only in one of them"
+    return f"a {finding.kind} of {finding.kernel.rsplit('.', 1)[-1]}{'' if not finding.arg else f' {finding.arg!r}'}"
+
+
+def settling_note(first: Sequence[Finding], later: Sequence[Finding], *, unlike_first: bool, own_block: bool) -> str:
+    """What the later calls showed, for the report's notes.
+
+    Args:
+        first: the first capture's findings (compared with the reference call).
+        later: the differences between the later eager call and the new capture.
+        unlike_first: whether the first capture differs from the new capture.
+        own_block: whether the first capture is a user's guarded block (the graph returned
+            when it differs from the new capture of its ``reference=``).
+    """
+    returned = "the guarded block's own capture" if own_block and unlike_first else "the new capture"
+    steps = (
+        "graphcheck replayed the capture once, called the step once more eagerly and captured it again (two extra "
+        f"steps; the graph returned is {returned})"
+    )
+    if later:
+        return (
+            f"{steps}: that eager call and the new capture differ too, so the difference is not work only the first "
+            "call does"
+        )
+    if unlike_first and own_block:
+        return (
+            f"{steps}; the guarded block's own capture differs from that new capture of reference= (a guarded block "
+            "must issue what reference= issues at every later call)"
+        )
+    if unlike_first:
+        return (
+            f"{steps}: that eager call and the new capture matched, but the first capture differs from the new one, "
+            "so the difference is not the first call's alone (over four calls, work on the second call only looks "
+            "like work every third call)"
+        )
+    differences = compared_differences(first)
+    said = "; ".join(_difference_text(f) for f in differences[:3])
+    if len(differences) > 3:
+        said += f"; and {len(differences) - 3} more"
+    return (
+        f"the reference call differed from the capture ({said}), as when the first call differs from later ones "
+        f"(set-up, a warm start, a first step size): {steps}, and that eager call, the new capture and the first "
+        "capture matched; this verdict compares them (warmup=1 makes one warm-up call before the reference call "
+        "instead). Work the step does every few calls, first on the first call (a rebuild every 10 steps counted "
+        "from 0), can look the same, and the graph never does it: warmup=0 reports the difference instead"
+    )
 
 
 @dataclass(frozen=True)
@@ -261,11 +332,6 @@ def _callable_name(fn: Any) -> str:
 def _code_of(fn: Any) -> Any:
     fn = getattr(fn, "__func__", fn)
     return getattr(fn, "__code__", None) or type(fn)
-
-
-def _swapped_pairs(finding: Finding) -> list[list[str]]:
-    """The pairs of buffers a buffer-drift finding says traded places (none for another finding)."""
-    return finding.detail.get("swapped buffers", []) if finding.kind == "buffer-drift" else []
 
 
 class GraphGuard:
@@ -519,30 +585,21 @@ class GraphGuard:
     # -- a verdict that needs later calls: capture once more --------------------------------
 
     def _retry(self, match: GraphMatch | None) -> _Retry | None:
-        """Whether the verdict needs a later call, and why (None: it does not).
+        """Whether the verdict needs a later call (None: it does not).
 
-        - The operations differed, perhaps by work only the first call does (lazy
-          allocations and their launches, a cache reset, gradients a reused tape zeroes from
-          the second call on), and the user did not choose ``warmup``: the capture is a
-          later call, so a later eager call is the evidence.
-        - Two buffers traded places, but hold the same values now (a solver that leaves its
-          input and output states identical after each step, as Newton's VBD does): seen
-          equal at a second call boundary too, whichever of the two a replay reads holds
-          what eager stepping would. A swap that carries state leaves them different, and
-          then no call is added.
+        The capture differs from the reference call (a scalar, a launch dimension, a fill
+        value, a copy range, a swap, a struct field, a recorded command's parameter, the
+        operations issued), and the user did not choose ``warmup``: the capture is a later
+        call, so a later eager call is the evidence. A difference only the first call has (a
+        warm start, a first step size, lazy set-up, gradients a reused tape zeroes from the
+        second call on) is gone between later calls; one that continues (a counter, every
+        other call, a growing list) is still there.
         """
         if self.reference is None or self._reference_trace is None or _recapturing.get():
             return None  # a recapture's reference call is a launch's one step: it takes no more
-        drift = self.options.warmup is None and any(f.kind == "launch-sequence-drift" for f in self.report.findings)
-        pairs = list({frozenset(p): tuple(p) for f in self.report.findings for p in _swapped_pairs(f)}.values())
-        arrays = owned_arrays(self._owners) if pairs else {}
-        before = _contents(arrays, pairs) if pairs and all(label in arrays for p in pairs for label in p) else None
-        if before is None or any(before[a] != before[b] for a, b in pairs):
-            pairs, before = [], None  # the usual case: a swap that carries state, judged as it is
-        if not drift and not pairs:
+        if self.options.warmup is not None or not compared_differences(self.report.findings):
             return None
-        first = self._trace or LaunchTrace.empty()
-        return _Retry(self.report, first, self.graph, match, drift, pairs, arrays, before)
+        return _Retry(self.report, self._trace or LaunchTrace.empty(), self.graph, match)
 
     def _capture_again(self, retry: _Retry) -> None:
         """Take the later calls a verdict needs, then capture once more and judge that capture.
@@ -562,14 +619,13 @@ class GraphGuard:
             with LaunchTrace(eager=True) as again:
                 reference()
             self.eager_calls += 2  # the replay of the first capture was a step too
-            retry.after = _contents(retry.arrays, retry.pairs) if retry.pairs else None
             graph, trace, error = self._capture_block()
         except BaseException as exc:
             if hasattr(exc, "add_note"):  # Python 3.11+
                 exc.add_note(
-                    "graphcheck raised this while calling the step again to settle its verdict (a retry after "
-                    "first-call work or a swap: see the first-call page of graphcheck's docs); warmup=0 turns the "
-                    "retry off, warmup=1 calls the step before the reference call instead"
+                    "graphcheck raised this while calling the step again to settle its verdict (a retry after the "
+                    "capture differed from the reference call: see the first-call page of graphcheck's docs); "
+                    "warmup=0 turns the retry off, warmup=1 calls the step before the reference call instead"
                 )
             raise
         self._reference_trace, self.graph = again, graph
@@ -601,66 +657,28 @@ class GraphGuard:
         return (capture.graph if error is None else None), trace, error
 
     def _settle(self, retry: _Retry, trace: LaunchTrace, owned: BufferSet | None) -> bool:
-        """The new capture's verdict, with what the later calls showed: a drift only the
-        first call made is gone (else it is real), and swapped buffers that held the same
-        values after the reference call and again after the later calls, which changed
-        them, carry no state. A guarded block that is not a call of the reference must also
+        """The new capture's verdict, with what the later calls showed: a difference only
+        the first call made is gone from them (else it is real), and the first capture (the
+        second call) is also what the new one is (else the difference is not the first
+        call's alone). A guarded block that is not a call of the reference must likewise
         issue what the reference's new capture issues: returns whether it did not (the
         block's own capture is then the graph to hand back)."""
-        r, notes = self.report, list(self.report.notes)
+        r = self.report
         kept = [*r.findings, *r.suppressed]
-        block: list[Finding] = []
-        if self._block is None:
-            block = checks.comparison(trace.user_view(), retry.trace.user_view(), owned,
-                                      strict=self.options.strict_ownership, validated_before=False,
-                                      against=checks.LATER_CAPTURE).findings  # fmt: skip
-            kept += block
-        returned = "the guarded block's own capture" if block else "the new capture"
-        steps = (
-            "graphcheck replayed the capture once, called the step once more eagerly and captured it again (two "
-            f"extra steps; the graph returned is {returned})"
-        )
-        if block:
-            notes.append(f"{steps}; the guarded block's own capture issued other operations than that new "
-                         "capture of reference= (a guarded block must issue what reference= issues at every later "
-                         "call)")  # fmt: skip
-        elif retry.drift and any(f.kind == "launch-sequence-drift" for f in r.findings):
-            notes.append(f"{steps}: that eager call and the new capture issued other operations too, so the drift is "
-                         "not work only the first call does")  # fmt: skip
-        elif retry.drift:
-            drifts = [f for f in retry.first.findings if f.kind == "launch-sequence-drift"]
-            count = sum(f.detail.get("operations", 1) for f in drifts)
-            notes.append(
-                f"the reference call issued other operations than the capture ({count} only in one of them), as when "
-                f"the first call does set-up that later calls do not: {steps}, and that eager call and the new "
-                f"capture matched; this verdict compares them (warmup=1 makes one warm-up call before the reference "
-                f"call instead). Work the step does every few calls, first on the first call (a rebuild every 10 "
-                f"steps counted from 0), can look the same, and the graph never does it: warmup=0 reports the drift "
-                f"instead"
-            )
-        if retry.pairs:
-            names = ", ".join(f"{a} and {b}" for a, b in retry.pairs)
-            before, after = retry.before or {}, retry.after
-            mirrored = {frozenset(p) for p in retry.pairs}
-            swapped = [
-                f for f in kept if _swapped_pairs(f) and all(frozenset(p) in mirrored for p in _swapped_pairs(f))
-            ]
-            if not swapped:
-                notes.append(f"{names} traded places between the reference call and the capture; {steps}: that eager "
-                             "call and the new capture use the same buffers")  # fmt: skip
-            elif after is None or any(after[a] != after[b] or after[a] == before[a] for a, b in retry.pairs):
-                notes.append(f"{names} held the same values after the reference call; {steps}: after those calls they "
-                             "differed, or were unchanged, so the swap may carry state")  # fmt: skip
-            else:
-                kept = [f for f in kept if f not in swapped]
-                notes.append(
-                    f"{names} trade places between the reference call and the capture, but hold the same values "
-                    f"after each call: equal after the reference call, and equal again, and changed, after later "
-                    f"calls: {steps}. Whichever of the two a replay reads holds what eager stepping would read"
-                )
-        self.report = Report(kept, allow=self.options.allow, name=r.name, device=r.device, operations=r.operations,
-                             checks=r.checks, skipped=r.skipped, notes=tuple(notes))  # fmt: skip
-        return bool(block)
+        later = compared_differences(kept)
+        own_block = self._block is None
+        first, new = retry.trace.user_view(), trace.user_view()
+        reference, captured, against = (new, first, checks.LATER_CAPTURE) if own_block else (
+            first, new, checks.FIRST_CAPTURE)  # fmt: skip
+        again = checks.comparison(reference, captured, owned, strict=self.options.strict_ownership,
+                                  validated_before=False, against=against).findings  # fmt: skip
+        kept += same_causes_once(kept, again)
+        note = settling_note(retry.first.findings, later, unlike_first=bool(again), own_block=own_block)
+        comments, _ = comment_allowances(self._site, (record.site for record in (*first, *new)))  # said in r.notes
+        self.report = Report(kept, allow=self.options.allow + comments, name=r.name, device=r.device,
+                             operations=r.operations, checks=r.checks, skipped=r.skipped,
+                             notes=(*r.notes, note))  # fmt: skip
+        return own_block and bool(again)
 
     def _judge_reused(self, reused: _Validated, trace: LaunchTrace) -> None:
         """The verdict at a site validated before whose owners hold the same buffers: no
@@ -764,14 +782,6 @@ class GraphGuard:
     replay_check = property(lambda self: self.options.replay_check)
     strict_ownership = property(lambda self: self.options.strict_ownership)
     fallback = property(lambda self: self.options.fallback)
-
-
-def _contents(arrays: dict[str, Any], pairs: list[tuple[str, ...]]) -> dict[str, bytes] | None:
-    """The bytes each array of ``pairs`` holds now (None when one cannot be read)."""
-    try:
-        return {label: arrays[label].numpy().tobytes() for pair in pairs for label in pair}
-    except Exception:  # an array numpy() cannot read: the swap stays reported
-        return None
 
 
 def _prepare_driver() -> None:

@@ -190,8 +190,8 @@ class PathProducer(Base):
             s = 1.0 + frame
         elif self.mode == "swap" and frame % 2 == 0:
             a, b = self.y, self.x
-        elif self.mode == "dim":
-            dim = 4 * min(frame, 4)
+        elif self.mode == "dim":  # x from x: a wrong count of elements shows in the values
+            a, b, dim = self.x, self.x, 4 * (1 + frame % 4)  # still changing at the later calls a retry compares
         elif self.mode == "foreign":
             b = _global(f"path-{self.path}")
         LAUNCH_PATHS[self.path](self, a, b, s, dim)
@@ -509,10 +509,10 @@ class Copies(Base):
         op = self.op
         if op == "copy":
             wp.copy(self.x, self.v)
-        elif op == "copy_offsets":
-            wp.copy(self.big, self.v, dest_offset=frame % 3 * 4, src_offset=2, count=8)
+        elif op == "copy_offsets":  # from x, which each step changes: a wrong range shows in the values
+            wp.copy(self.big, self.x, dest_offset=frame % 3 * 4, src_offset=2, count=8)
         elif op == "copy_count":
-            wp.copy(self.big, self.v, count=4 + frame % 4)
+            wp.copy(self.big, self.x, count=4 + frame % 4)
         elif op == "copy_src_offset":
             wp.copy(self.big, self.v, src_offset=frame % 4, count=8)
         elif op == "copy_view_length":
@@ -1351,7 +1351,9 @@ judge("launch-sequence-drift")(HostListGrows)
 
 
 class SwapEveryThirdCall(Base):
-    """Swapped on calls 2, 5, 8...: the capture (call 2) swaps, the reference call did not."""
+    """Swapped on calls 2, 5, 8...: the capture (call 2) swaps, the reference call did not. Over
+    the four calls a verdict takes, calls 2 to 4 alike, it is one initial swap, which later calls
+    settle; the next swap comes after the captured call (docs/limits.md)."""
 
     def step(self):
         if self.tick() % 3 == 2:
@@ -1359,7 +1361,13 @@ class SwapEveryThirdCall(Base):
         wp.launch(K.axpy, dim=N, inputs=[self.v, self.x, 1.0], device=self.device)
 
 
-judge(("buffer-drift", "y"))(SwapEveryThirdCall)
+judge(
+    ("buffer-drift", "y"),
+    defect=(
+        "a swap on calls 2, 5, 8...: over the four calls a verdict takes it is one initial swap; the next one "
+        "begins after the captured call, which no comparison of two calls sees (gc.verify_replay(steps=N) does)"
+    ),
+)(SwapEveryThirdCall)
 
 
 class TwoOwners(Base):
@@ -2162,7 +2170,7 @@ def test_a_shape_change_is_shown_as_one():
     # The whole growing temporary is passed: only its shape differs, so the finding must say so.
     p = {c.__name__: c for c in JUDGEMENTS}["Edge_growing_temp_whole"](DEVICE)
     (finding,) = gc.capture(p.step, device=DEVICE, owners=(p,), on_failure="ignore").report.findings
-    assert "(17,)" in finding.message and "(18,)" in finding.message, finding.message
+    assert "(19,)" in finding.message and "(20,)" in finding.message, finding.message  # the later calls compared
 
 
 def test_a_mesh_refit_is_not_replayed_by_a_cpu_graph():
@@ -2386,9 +2394,10 @@ variant("FirstCall_lazy_buffer", FirstCallWork, how="lazy_buffer")
 variant("FirstCall_new_object_reset", FirstCallWork, how="new_object_reset")
 variant("FirstCall_reorder_once", FirstCallWork, how="reorder_once")
 variant("FirstCall_from_second_call", FirstCallWork, how="from_second_call")
-# gc.capture returns the later capture, which does what later calls do; a GraphGuard's block is
-# the user's own code, captured at the second call, and must issue what the later capture does.
-variant("FirstCall_second_call_only", FirstCallWork, how="second_call_only", guard_expect=["launch-sequence-drift"])
+# Over the four calls a verdict takes, work on the second call only looks like work every third
+# call from the second (SwapEveryThirdCall): the first capture (the second call) differs from the
+# new one, and it is reported, though the graph returned does what later calls do.
+variant("FirstCall_second_call_only", FirstCallWork, how="second_call_only", expect=["launch-sequence-drift"])
 # The first, fourth... calls: the retry's eager call (the third) does not, its capture (the fourth) does.
 variant("FirstCall_every_third_call", FirstCallWork, how="every_third_call", expect=["launch-sequence-drift"])
 

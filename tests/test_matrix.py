@@ -52,7 +52,7 @@ class ValueProducer:
         self.calls = 0
 
     def step(self):
-        value = self.values[min(self.calls, len(self.values) - 1)]
+        value = self.values[self.calls % len(self.values)]  # every other call: the later calls compared alternate too
         self.calls += 1
         wp.launch(M.value_arg, dim=1, inputs=[self.out, value], device=DEVICE)
 
@@ -216,10 +216,12 @@ class StructProducer:
         setattr(getattr(self.s, owner) if owner else self.s, attr, value)
 
     def step(self):
-        if self.calls == 1 and self.mode == "change":
-            self._set(self.field, _values(FIELD_VALUES[self.field])[1])
-        elif self.calls == 1 and self.mode == "swap":
-            self._set(self.field, self.spare[self.field])
+        # Every other call: the later calls a retry compares alternate too.
+        if self.mode == "change":
+            self._set(self.field, _values(FIELD_VALUES[self.field])[self.calls % 2])
+        elif self.mode == "swap":
+            self.spare[self.field], kept = self._get(self.field), self.spare[self.field]
+            self._set(self.field, kept)
         self.calls += 1
         if self.mode == "foreign":
             # A buffer the producer does not keep: set for the launch only.
