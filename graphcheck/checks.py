@@ -191,11 +191,13 @@ def _swapped(diff: Difference, buffers: BufferSet) -> tuple[Any, Any] | None:
 
 def overwritten_first(trace: LaunchTrace, buffer: Any) -> bool:
     """Whether the first operation of ``trace`` that touches ``buffer`` (a
-    :class:`~graphcheck.buffers.Buffer`) writes all of it without reading it: a copy or a
-    fill of the whole buffer, or a launch over its shape of a kernel that writes that
-    parameter at its thread index and never reads it (see
-    :func:`graphcheck._warp.overwritten_params`). Then no value it held before the call
-    is read during the call."""
+    :class:`~graphcheck.buffers.Buffer`) writes it without reading it: a copy or a fill of
+    the whole buffer, or a launch of a kernel that never reads that parameter and writes
+    every element it covers (see :func:`graphcheck._warp.first_writes`): at its thread
+    index over the array's shape, in a grid-stride loop launched over as many threads as
+    its stride, or at the slots a counter hands out. Then no value it held before the call
+    is read during the call (of a buffer the call fills up to a bound or a count, the
+    elements past it are taken to be read by nothing)."""
     for record in trace.records:
         touching = [a for a in record.addresses() if a.start < buffer.end and buffer.start < a.end]
         if not touching:
@@ -215,11 +217,23 @@ def overwritten_first(trace: LaunchTrace, buffer: Any) -> bool:
             whole = args.get("dest_offset") == 0 and args.get("count") == _elements(ref)
             return address.arg == "dest" and whole
         if record.kind == "launch" and not record.adjoint and record.kernel_object is not None:
-            return tuple(record.dim) == tuple(ref.shape) and address.arg in _warp.overwritten_params(
-                record.kernel_object
-            )
+            return _writes_all(record, address.arg, ref)
         return False
     return False
+
+
+def _writes_all(record: LaunchRecord, arg: str, ref: ArrayRef) -> bool:
+    """Whether ``record``'s kernel writes every element of argument ``arg`` it covers (see
+    :func:`overwritten_first`), launched as it was."""
+    how, stride = _warp.first_writes(record.kernel_object).get(arg, (None, None))
+    if how == _warp.AT_THREAD:
+        return tuple(record.dim) == tuple(ref.shape)
+    if how == _warp.IN_STRIDE_LOOP:
+        threads = 1
+        for size in record.dim:
+            threads *= size
+        return record.args.get(stride) == threads
+    return how == _warp.AT_COUNTED_SLOTS
 
 
 def _elements(ref: ArrayRef) -> int:

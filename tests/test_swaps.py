@@ -116,3 +116,158 @@ def test_identical_buffers_the_call_leaves_unchanged_stay_reported():
     checked = gc.capture(producer.step, device=DEVICE, owners=(producer,), on_failure="ignore")
     assert set(checked.report.kinds()) == {"buffer-drift"}, str(checked.report)
     assert checked.eager_calls == 3 and any("differ too" in n for n in checked.report.notes)
+
+
+# -- a surface extraction's ping-pong pairs (Newton's mpm_water_dam_break _extract_surface) ----
+# A field filled for the active nodes in a grid-stride loop, splatted from the particles,
+# blurred into its twin (the names swap); then vertices appended at slots a counter hands out,
+# smoothed into their twin (the names swap), and summed. Each call writes every element it reads
+# of the four buffers before reading it: nothing crosses from one call to the next through them.
+
+THREADS, NODES, SLOTS, PARTICLES = 4, 16, 32, 16
+
+
+@wp.kernel
+def _fill_active(field: wp.array(dtype=float), value: float, active: wp.array(dtype=int), stride: int):
+    node = wp.tid()
+    count = active[0]
+    while node < count:
+        field[node] = value
+        node += stride
+
+
+@wp.kernel
+def _splat(particles: wp.array(dtype=float), field: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(field, int(particles[i]), 1.0)
+
+
+@wp.kernel
+def _blur(source: wp.array(dtype=float), destination: wp.array(dtype=float), active: wp.array(dtype=int), stride: int):
+    node = wp.tid()
+    count = active[0]
+    while node < count:
+        if node + 1 < count:
+            destination[node] = 0.5 * (source[node] + source[node + 1])
+        else:
+            destination[node] = source[node]
+        node += stride
+
+
+@wp.kernel
+def _extract(
+    field: wp.array(dtype=float),
+    active: wp.array(dtype=int),
+    counts: wp.array(dtype=int),
+    vertices: wp.array(dtype=float),
+    stride: int,
+):
+    node = wp.tid()
+    count = active[0]
+    while node < count:
+        if field[node] > 0.25:
+            slot = wp.atomic_add(counts, 0, 1)
+            vertices[slot] = float(node) + field[node]
+        node += stride
+
+
+@wp.kernel
+def _smooth_vertices(
+    vertices: wp.array(dtype=float), smoothed: wp.array(dtype=float), counts: wp.array(dtype=int), stride: int
+):
+    vertex = wp.tid()
+    count = counts[0]
+    while vertex < count:
+        smoothed[vertex] = 0.5 * (vertices[vertex] + vertices[wp.max(vertex - 1, 0)])
+        vertex += stride
+
+
+@wp.kernel
+def _sum_vertices(vertices: wp.array(dtype=float), counts: wp.array(dtype=int), total: wp.array(dtype=float)):
+    s = float(0.0)  # noqa: UP018 (Warp needs a dynamic variable to add to in a loop)
+    for i in range(counts[0]):
+        s += vertices[i]
+    total[0] = total[0] + s
+
+
+@wp.kernel
+def _move(particles: wp.array(dtype=float)):
+    i = wp.tid()
+    particles[i] = wp.mod(particles[i] + 1.3, 12.0)
+
+
+class SurfaceExtraction:
+    """The pattern, on the CPU; ``carried`` leaves out the fill, so the splat adds to what the
+    field held after the previous call (its twin's values, after the swap)."""
+
+    carried = False
+
+    def __init__(self, device=DEVICE):
+        self.device = device
+        self.particles = wp.array(np.linspace(0.0, 11.0, PARTICLES, dtype=np.float32), device=device)
+        self.active = wp.array([12], dtype=int, device=device)
+        self.field, self.field_temp = (wp.zeros(NODES, dtype=float, device=device) for _ in range(2))
+        self.vertices, self.vertices_temp = (wp.zeros(SLOTS, dtype=float, device=device) for _ in range(2))
+        self.counts = wp.zeros(1, dtype=int, device=device)
+        self.total = wp.zeros(1, dtype=float, device=device)
+
+    def launch(self, kernel, inputs, dim=THREADS):
+        wp.launch(kernel, dim=dim, inputs=inputs, device=self.device)
+
+    def step(self):
+        self.counts.zero_()
+        if not self.carried:
+            self.launch(_fill_active, [self.field, 0.0, self.active, THREADS])
+        self.launch(_splat, [self.particles, self.field], dim=PARTICLES)
+        self.launch(_blur, [self.field, self.field_temp, self.active, THREADS])
+        self.field, self.field_temp = self.field_temp, self.field
+        self.launch(_extract, [self.field, self.active, self.counts, self.vertices, THREADS])
+        self.launch(_smooth_vertices, [self.vertices, self.vertices_temp, self.counts, THREADS])
+        self.vertices, self.vertices_temp = self.vertices_temp, self.vertices
+        self.launch(_sum_vertices, [self.vertices, self.counts, self.total], dim=1)
+        self.launch(_move, [self.particles], dim=PARTICLES)
+
+
+class CarriedSurfaceExtraction(SurfaceExtraction):
+    carried = True
+
+
+def test_what_a_kernel_writes_before_it_reads_is_read_from_grid_stride_loops_and_counted_slots():
+    assert _warp.first_writes(_fill_active) == {"field": (_warp.IN_STRIDE_LOOP, "stride")}
+    assert _warp.first_writes(_blur) == {"destination": (_warp.IN_STRIDE_LOOP, "stride")}  # both branches store
+    assert _warp.first_writes(_extract) == {"vertices": (_warp.AT_COUNTED_SLOTS, None)}
+    assert _warp.first_writes(_smooth_vertices) == {"smoothed": (_warp.IN_STRIDE_LOOP, "stride")}
+    assert _warp.first_writes(_splat) == {}  # an atomic reads
+    assert _warp.first_writes(_sum_vertices) == {}  # total[0] read back
+
+
+def test_a_surface_extraction_s_ping_pong_pairs_carry_no_state():
+    producer = SurfaceExtraction()
+    checked = gc.capture(producer.step, device=DEVICE, owners=(producer,))
+    assert checked.report.ok and checked.eager_calls == 1, str(checked.report)
+    (note,) = [n for n in checked.report.notes if "carries no state" in n and "field" in n]
+    assert any("vertices" in n for n in checked.report.notes if "carries no state" in n)
+    report = gc.verify_replay(SurfaceExtraction, steps=4, device=DEVICE, on_failure="ignore")
+    assert report.ok and "values" in report.checks, str(report)
+
+
+def test_a_surface_extraction_without_its_fill_carries_state_and_replays_wrong():
+    producer = CarriedSurfaceExtraction()
+    checked = gc.capture(producer.step, device=DEVICE, owners=(producer,), on_failure="ignore")
+    assert set(checked.report.kinds()) == {"buffer-drift"}, str(checked.report)
+    assert all("field" in f.message for f in checked.report.findings)  # the vertices still carry none
+    report = gc.verify_replay(CarriedSurfaceExtraction, steps=4, device=DEVICE, on_failure="ignore")
+    assert "replay-divergence" in report.kinds(), str(report)
+
+
+@wp.kernel
+def _fill_some(field: wp.array(dtype=float), active: wp.array(dtype=int), stride: int):
+    node = wp.tid()
+    while node < active[0]:
+        if node % 2 == 0:
+            field[node] = 1.0  # every other node only: a masked store in a grid-stride loop
+        node += stride
+
+
+def test_a_masked_store_in_a_grid_stride_loop_does_not_write_every_element():
+    assert _warp.first_writes(_fill_some) == {}

@@ -57,6 +57,9 @@ from .hooks import (
 from .layouts import array_family, kernel_layout, pack_params, struct_param_slices
 from .objects import (
     ALLOCATING_FUNCTIONS,
+    AT_COUNTED_SLOTS,
+    AT_THREAD,
+    IN_STRIDE_LOOP,
     USER_ALLOCATORS,
     array_descriptor,
     array_device,
@@ -78,6 +81,7 @@ from .objects import (
     device_of_context,
     device_stream_handle,
     dtype_name,
+    first_writes,
     get_device,
     host_contents,
     in_capture_machinery,
@@ -119,7 +123,10 @@ from .version import (
 __all__ = [
     "ACTIVE",
     "ALLOCATING_FUNCTIONS",
+    "AT_COUNTED_SLOTS",
+    "AT_THREAD",
     "HOOKS",
+    "IN_STRIDE_LOOP",
     "LAUNCH",
     "ORIGINAL_CAPTURE_BEGIN",
     "ORIGINAL_CAPTURE_END",
@@ -170,6 +177,7 @@ __all__ = [
     "device_of_context",
     "device_stream_handle",
     "dtype_name",
+    "first_writes",
     "get_device",
     "graph_device",
     "graph_handle",
