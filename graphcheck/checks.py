@@ -108,6 +108,7 @@ def drift(
     diffs = compare_traces(reference, captured, buffers, streams=True, notes=notes)
     first_call = first_call if first_call_shaped(diffs) else None
     diffs = _carrying_state(diffs, reference, captured, buffers, remarks)
+    diffs = _without_warp_scratch(diffs, reference, captured, buffers, remarks)
     # Findings in report order; a group's key holds its place while the group fills up.
     findings: list[Finding | tuple[Any, ...]] = []
     groups: dict[tuple[Any, ...], list[Difference]] = {}
@@ -175,6 +176,41 @@ def _carrying_state(
                 "overwrites both before it reads them: the swap carries no state from one call to the next"
             )
     return kept
+
+
+def _without_warp_scratch(
+    diffs: list[Difference],
+    reference: LaunchTrace,
+    captured: LaunchTrace,
+    buffers: BufferSet | None,
+    remarks: list[str] | None,
+) -> list[Difference]:
+    """``diffs`` less the arguments that are Warp's own scratch: memory no owner holds and the
+    reference call did not make (a pool's, ``warp.fem``'s ``TemporaryStore``), where the
+    capture has a device temporary Warp made for itself. Warp bypasses its pools while it
+    captures, so that no later borrow is handed what the graph bakes; the graph keeps its
+    temporary valid on every replay. Said in ``remarks``."""
+    kept = [d for d in diffs if not _warp_scratch(d, reference, captured, buffers)]
+    if remarks is not None and len(kept) < len(diffs):
+        count = len(diffs) - len(kept)
+        remarks.append(
+            f"{count} argument{'s' if count != 1 else ''} used Warp's own scratch: pooled memory in the reference "
+            "call (warp.fem's TemporaryStore), a temporary Warp made for the capture, which bypasses its pools: "
+            "the graph keeps it valid on every replay"
+        )
+    return kept
+
+
+def _warp_scratch(diff: Difference, reference: LaunchTrace, captured: LaunchTrace, buffers: BufferSet | None) -> bool:
+    va, vb, ra, rb = diff.value_a, diff.value_b, diff.record_a, diff.record_b
+    if diff.what != "arg" or not (isinstance(va, ArrayRef) and isinstance(vb, ArrayRef)) or not (va.ptr and vb.ptr):
+        return False
+    if ra is None or rb is None or reference.allocation_at(va.ptr, ra.seq) is not None:
+        return False  # the reference call's own temporary is compared as one
+    if buffers is not None and buffers.find(va.ptr) is not None:
+        return False  # owned in the reference call
+    made = captured.allocation_at(vb.ptr, rb.seq)
+    return made is not None and made.by_warp and not made.from_host and made.how != "structure"
 
 
 def _swapped(diff: Difference, buffers: BufferSet) -> tuple[Any, Any] | None:

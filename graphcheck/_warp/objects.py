@@ -71,6 +71,18 @@ _NATIVE_ROLES: dict[str, tuple[tuple[str, str, Any], ...]] = {
     "mesh_set_points": (("mesh", _VALUE, None), ("points", _DESCRIPTOR, None)),
     "mesh_set_velocities": (("mesh", _VALUE, None), ("velocities", _DESCRIPTOR, None)),
     "bvh_refit": (("bvh", _VALUE, None),),
+    # warp.sparse's topology from triplets (bsr_set_from_triplets): nnz is argument 4, the row count 2.
+    "bsr_matrix_from_triplets": (("block_size", _VALUE, None), ("scalar_size", _VALUE, None),
+                                 ("nrow", _VALUE, None), ("ncol", _VALUE, None), ("nnz", _VALUE, None),
+                                 ("count", _POINTER, lambda a, s: 4), ("rows", _POINTER, _extent(4)),
+                                 ("columns", _POINTER, _extent(4)),
+                                 ("values", _POINTER, lambda a, s: int(a[4]) * int(a[0]) * int(a[1])),
+                                 ("zero_value_mask", _VALUE, None), ("masked", _VALUE, None),
+                                 ("summed_triplet_offsets", _POINTER, _extent(4)),
+                                 ("summed_triplet_indices", _POINTER, _extent(4)),
+                                 ("dest_offsets", _POINTER, lambda a, s: (int(a[2]) + 1) * 4),
+                                 ("dest_row_counts", _POINTER, lambda a, s: int(a[2]) * 4),
+                                 ("dest_columns", _POINTER, _extent(4))),
     "bvh_rebuild": (("bvh", _VALUE, None), ("constructor", _VALUE, None)),
 }  # fmt: skip
 
@@ -405,9 +417,12 @@ def cuda_available() -> bool:
 
 
 def as_address(value: Any) -> int:
-    """An address Warp passes as an int or a ``ctypes.c_void_p``, as an int (0 for null)."""
+    """An address Warp passes as an int, a ``ctypes.c_void_p`` or a typed ctypes pointer
+    (``ctypes.cast(a.ptr, ctypes.POINTER(ctypes.c_int32))``), as an int (0 for null)."""
     if isinstance(value, ctypes.c_void_p):
         return int(value.value or 0)
+    if isinstance(value, ctypes._Pointer):
+        return int(ctypes.cast(value, ctypes.c_void_p).value or 0)
     return int(value or 0)
 
 

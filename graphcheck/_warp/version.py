@@ -138,7 +138,8 @@ def _fail(what: str) -> UnsupportedWarpError:
 
 _NATIVE_HELPER = re.compile(
     r"^wp_(?P<stem>radix_sort_pairs|segmented_sort_pairs|runlength_encode|array_scan|array_sum|array_inner"
-    r"|hash_grid_(?:reserve|update)|bvh_(?:refit|rebuild)|mesh_(?:refit|set_points|set_velocities))"
+    r"|hash_grid_(?:reserve|update)|bvh_(?:refit|rebuild)|mesh_(?:refit|set_points|set_velocities)"
+    r"|bsr_matrix_from_triplets)"
     r"(?:_(?P<type>int|uint|int64|uint64|float|double))?_(?P<where>host|device)$"
 )
 
