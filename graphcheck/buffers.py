@@ -90,6 +90,11 @@ class BufferSet:
         self._owners: list[Buffer] = []
         self._dirty = True
         self._by_start: tuple[list[int], list[Buffer], list[int]] | None = None
+        # (path, start, end) of the arrays held through structs, commands and indexed arrays,
+        # when the walk that made the set looked (see holders_of); None when it did not.
+        self._kept: list[tuple[str, int, int]] | None = None
+        self._kept_by_range: dict[tuple[int, int], tuple[str, ...]] | None = None
+        self._kept_by_path: dict[str, tuple[int, int]] | None = None
 
     @classmethod
     def of(cls, arrays: Iterable[Any], label: str = "") -> BufferSet:
@@ -241,6 +246,29 @@ class BufferSet:
                 best = b
         return best
 
+    def kept_paths(self, buffer: Buffer) -> tuple[str, ...]:
+        """The paths through a ``@wp.struct``, a ``wp.Launch`` command or an indexed array by
+        which the walk that made this set reached an array of ``buffer``'s range: objects
+        built once, that keep the buffer however the owners name it elsewhere (none when the
+        walk did not look: see :func:`holders_of`)."""
+        if self._kept is None:
+            return ()
+        if self._kept_by_range is None:
+            by_range: dict[tuple[int, int], list[str]] = {}
+            for path, start, end in self._kept:
+                by_range.setdefault((start, end), []).append(path)
+            self._kept_by_range = {span: tuple(paths) for span, paths in by_range.items()}
+        return self._kept_by_range.get((buffer.start, buffer.end), ())
+
+    def kept_at(self, path: str) -> tuple[int, int] | None:
+        """``(start, end)`` of the array the walk found at ``path`` through a struct, a command
+        or an indexed array (see :meth:`kept_paths`), else None."""
+        if self._kept is None:
+            return None
+        if self._kept_by_path is None:
+            self._kept_by_path = {path: (start, end) for path, start, end in self._kept}
+        return self._kept_by_path.get(path)
+
     def handle(self, value: Any) -> Buffer | None:
         """The owned structure whose id ``value`` is (a mesh, hash grid, BVH or volume, which
         :func:`buffers_of` registers as a one-byte ``<path>.id`` handle), else None."""
@@ -363,14 +391,20 @@ def holders_of(
 ) -> tuple[BufferSet, list[tuple[str, Any]]]:
     """:func:`buffers_of`, and ``(path, object)`` of every ``@wp.struct`` instance and
     ``wp.Launch`` command the same walk passes: the objects whose bytes a graph bakes by
-    value (a struct's fields, a command's parameters), where it found them."""
+    value (a struct's fields, a command's parameters), where it found them.
+
+    The set also knows every path through such an object, or through an indexed array, by
+    which the walk reached an array (:meth:`BufferSet.kept_paths`): the objects built once
+    that keep a buffer however the owners name it elsewhere."""
     holders: list[tuple[str, Any]] = []
 
-    def visit(path: str, obj: Any) -> None:
-        if _warp.baked_by_value(obj) is not None:
-            holders.append((path, obj))
+    def visit(path: str, obj: Any) -> bool:
+        if _warp.baked_by_value(obj) is None:
+            return False
+        holders.append((path, obj))
+        return True
 
-    return _walk(objects, root, max_depth, None, visit), holders
+    return _walk(objects, root, max_depth, None, visit, kept=[]), holders
 
 
 def _walk(
@@ -378,7 +412,8 @@ def _walk(
     root: str | Sequence[str] | None,
     max_depth: int,
     found: list[tuple[str, Any]] | None,
-    visit: Callable[[str, Any], None] | None = None,
+    visit: Callable[[str, Any], bool] | None = None,
+    kept: list[tuple[str, int, int]] | None = None,
 ) -> BufferSet:
     _check_root(root)
     if isinstance(root, str):
@@ -395,6 +430,10 @@ def _walk(
     array_span = _warp.array_span
     array_parts = _warp.array_parts
     structure_handle = _warp.structure_handle
+    # With ``kept``: the paths of the structs, commands and indexed arrays passed, and of what
+    # lies inside them, and each array's span, to name it again where it is met again.
+    inside: set[str] = set()
+    spans: dict[int, tuple[int, int]] = {}
 
     # An explicit stack, not recursion: deep object graphs must not hit the recursion
     # limit. Entries are (object, parent's path, key, how the key joins the path, depth);
@@ -405,6 +444,8 @@ def _walk(
     while stack:
         obj, parent, key, join, depth = stack.pop()
         if id(obj) in seen:
+            if kept is not None and parent in inside and id(obj) in spans:  # an array met again, through a holder
+                kept.append((_JOINS[join](parent, key), *spans[id(obj)]))
             continue
         branch = _BRANCHES.get(type(obj))
         if branch is None:
@@ -418,6 +459,11 @@ def _walk(
             path = _JOINS[join](parent, key)
             if span is not None:
                 buffers.append(Buffer(span[0], span[1], path))
+                if kept is not None:
+                    spans[id(obj)] = span
+                    if parent in inside or any(name == "data" for name, _ in parts):  # an indexed array holds its data
+                        kept.append((path, *span))
+                        inside.add(path)
             if found is not None:
                 found.append((path, obj))
             for name, inner in parts:
@@ -446,8 +492,9 @@ def _walk(
         if depth > max_depth:
             continue
         seen.add(id(obj))
-        if visit is not None:
-            visit(path, obj)
+        holder = visit(path, obj) if visit is not None else False  # a struct or a command: its bytes hold addresses
+        if kept is not None and (holder or parent in inside):
+            inside.add(path)
         items: Any
         if branch == _SEQUENCE:
             items, join = enumerate(obj), _INDEX
@@ -496,6 +543,7 @@ def _walk(
         children.reverse()
         stack.extend(children)
     out._dirty = True
+    out._kept = kept
     return out
 
 

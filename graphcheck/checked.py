@@ -119,6 +119,9 @@ class CheckedGraph:
         self._enabled = enabled
         self._replay_checked = False
         self._probe: OwnersProbe | None = None  # after a clean full replay check
+        # Where the last full check found a baked address through a struct, a command or an
+        # indexed array, its label having moved: position in baked -> path (the probe follows it).
+        self._held_at: dict[int, str] = {}
         self.eager_calls = 0
         # What launch() calls first (see _replays_at_once): it replays at once and says so
         # when nothing is to be checked or the owners' probe found nothing changed; else it
@@ -183,7 +186,12 @@ class CheckedGraph:
             )
         holders: list[tuple[str, Any]] | None = [] if self.baked_values else None
         owned = owned_buffers(self._owners, holders) or BufferSet()
-        findings = checks.stale_pointers(self.baked, owned)
+
+        def kept_now() -> BufferSet:  # what structs, commands and indexed arrays keep: walked where a label moved
+            return owned if holders is not None else owned_buffers(self._owners, []) or BufferSet()
+
+        self._held_at = {}
+        findings = checks.stale_pointers(self.baked, owned, kept_now, self._held_at)
         if holders is not None:
             stale = {(finding.index, finding.arg) for finding in findings}  # an address said stale already
             changed = checks.stale_values(self.baked_values, dict(holders))
@@ -263,7 +271,7 @@ class CheckedGraph:
         owners = self._owners
         if not isinstance(owners, tuple):
             return None  # a BufferSet: its check walks nothing
-        labels = [baked.label for baked in self.baked if baked.label is not None]
+        labels = [self._held_at.get(i, baked.label) for i, baked in enumerate(self.baked) if baked.label is not None]
         values = [(value.label, value.baked) for value in self.baked_values]
         try:
             return OwnersProbe(

@@ -19,7 +19,7 @@ reported as a per-call allocation is not reported again as drift or as foreign.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -268,7 +268,7 @@ def _writes_all(record: LaunchRecord, arg: str, ref: ArrayRef) -> bool:
         threads = 1
         for size in record.dim:
             threads *= size
-        return record.args.get(stride) == threads
+        return stride is not None and record.args.get(stride) == threads
     return how == _warp.AT_COUNTED_SLOTS
 
 
@@ -1194,17 +1194,43 @@ def held_for_the_process(foreign: list[Finding]) -> tuple[list[Finding], str | N
 # -- Before a replay -------------------------------------------------------------------------
 
 
-def stale_pointers(baked: Iterable[Baked], owned: BufferSet) -> list[Finding]:
+def stale_pointers(
+    baked: Iterable[Baked],
+    owned: BufferSet,
+    kept_now: Callable[[], BufferSet] | None = None,
+    held_at: dict[int, str] | None = None,
+) -> list[Finding]:
     """A ``stale-pointer`` for every baked address that lay in an owned buffer at capture
-    and no longer lies in that same buffer (by its label), or no longer fits in it.
+    and no longer lies in that same buffer (by its label), or no longer fits in it, unless
+    one of the objects built once that kept it at capture (a struct, a ``wp.Launch``
+    command, an indexed array: :attr:`Baked.kept`) still keeps it at the same path: the
+    step reaches it through that object, as the graph does.
 
     Addresses the owners did not hold at capture were reported then and are not checked.
+
+    Args:
+        baked: the graph's addresses.
+        owned: the owners' buffers now.
+        kept_now: the owners' buffers now, walked for what structs, commands and indexed
+            arrays keep (:func:`graphcheck.buffers.holders_of`); called at most once, for an
+            address whose label moved.
+        held_at: gets, for each address found through such a path, its position in
+            ``baked`` -> the path (where to look for it before the next replay).
     """
     stale: dict[int, list[Any]] = {}
-    for address in baked:
+    walked: list[BufferSet] = []
+    for position, address in enumerate(baked):
         if address.label is None:
             continue  # not owned at capture: reported then
         hit = owned.find(address.ptr, address.nbytes) or owned.buffer_at(address.ptr)
+        if (hit is None or hit.label != address.label) and address.kept and kept_now is not None:
+            if not walked:
+                walked.append(kept_now())
+            path = _still_kept(address, walked[0])
+            if path is not None:
+                if held_at is not None:
+                    held_at[position] = path
+                continue
         if hit is None:
             problem = f"{address.ptr:#x} ({address.label} at capture) is in no buffer the owners hold now"
         elif address.ptr + address.nbytes > hit.end:
@@ -1236,6 +1262,15 @@ def stale_pointers(baked: Iterable[Baked], owned: BufferSet) -> list[Finding]:
             )
         )
     return findings
+
+
+def _still_kept(address: Baked, now: BufferSet) -> str | None:
+    """The first path that kept ``address`` at capture and still keeps it whole, else None."""
+    for path in address.kept:
+        span = now.kept_at(path)
+        if span is not None and span[0] <= address.ptr and address.ptr + address.nbytes <= span[1]:
+            return path
+    return None
 
 
 def stale_values(values: Iterable[BakedValue], holders: Mapping[str, Any]) -> list[Finding]:

@@ -141,7 +141,8 @@ def _difference_text(finding: Finding) -> str:
     if finding.kind == "launch-sequence-drift":
         count = finding.detail.get("operations", 1)
         return f"{count} operation{'s' if count != 1 else ''} only in one of them"
-    return f"a {finding.kind} of {finding.kernel.rsplit('.', 1)[-1]}{'' if not finding.arg else f' {finding.arg!r}'}"
+    kernel = (finding.kernel or "an operation").rsplit(".", 1)[-1]
+    return f"a {finding.kind} of {kernel}{'' if not finding.arg else f' {finding.arg!r}'}"
 
 
 def settling_note(first: Sequence[Finding], later: Sequence[Finding], *, unlike_first: bool, own_block: bool) -> str:
@@ -574,7 +575,7 @@ class GraphGuard:
                     self._capture_again(retry)  # judges the new capture in place of this one
                     return
         values = baked_values(user, holders) if self.graph is not None else []
-        self.checked = self._checked(lambda: baked_addresses(trace, user, owned, match), trace, match, values)
+        self.checked = self._checked(lambda: baked_addresses(trace, user, owned, match, values), trace, match, values)
         self.checked.eager_calls = self.eager_calls
         if not self.report.findings and self._reference_trace is not None and self._key is not None:
             # While the validated graph lives, a later capture of the same buffers bakes the
@@ -704,7 +705,7 @@ class GraphGuard:
 
         def baked() -> list[Any]:
             # The same operations on the same buffers bake the validated graph's addresses.
-            return earlier.baked if same else baked_addresses(trace, trace.user_view(), owned, match)
+            return earlier.baked if same else baked_addresses(trace, trace.user_view(), owned, match, values)
 
         values = baked_values(trace.user_view(), holders) if self.graph is not None else []
         self.checked = self._checked(baked, trace, match, values)

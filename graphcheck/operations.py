@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import operator
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import CodeType
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -31,6 +31,9 @@ KINDS = ("launch", "copy", "memset", "native", "conditional")
 
 #: The name of the ``"native"`` record of a CPU graph replayed by ``wp.capture_launch``.
 CPU_GRAPH_LAUNCH = "wp.capture_launch"
+
+#: The ``via`` of a launch that replayed a ``wp.Launch`` command (``cmd.launch()``).
+COMMAND_LAUNCH = "Launch.launch"
 
 
 class LaunchRecord:
@@ -458,6 +461,9 @@ class Baked:
         kernel: the operation's kernel (or copy, memset...).
         arg: the argument.
         site: the user's line that issued the operation.
+        kept: the paths through a struct, a ``wp.Launch`` command or an indexed array by
+            which the owners held that buffer too at capture (objects built once, that keep
+            it however the owners name it elsewhere).
     """
 
     ptr: int
@@ -467,13 +473,30 @@ class Baked:
     kernel: str
     arg: str
     site: Site
+    kept: tuple[str, ...] = ()
 
     @classmethod
-    def at(cls, ptr: int, nbytes: int, owned: Any, index: int, record: LaunchRecord, arg: str) -> Baked:
+    def at(
+        cls, ptr: int, nbytes: int, owned: Any, index: int, record: LaunchRecord, arg: str, through: Sequence[str] = ()
+    ) -> Baked:
         """``ptr`` as ``record``'s argument ``arg``, labelled by the buffer of ``owned``
-        (a :class:`~graphcheck.BufferSet`, or None) holding it."""
+        (a :class:`~graphcheck.BufferSet`, or None) holding it; ``through``: the paths of the
+        structs, commands and indexed arrays the operation took its arguments from, whose
+        paths to the buffer are :attr:`kept`."""
         hit = owned.find(ptr, nbytes) if owned is not None else None
-        return cls(ptr, max(nbytes, 1), hit.label if hit else None, index, record.kernel, arg, record.site)
+        if hit is None:
+            return cls(ptr, max(nbytes, 1), None, index, record.kernel, arg, record.site)
+        kept = (
+            tuple(path for path in owned.kept_paths(hit) if any(_within(path, holder) for holder in through))
+            if through
+            else ()
+        )
+        return cls(ptr, max(nbytes, 1), hit.label, index, record.kernel, arg, record.site, kept)
+
+
+def _within(path: str, holder: str) -> bool:
+    """Whether ``path`` is ``holder`` or leads through it (``owner.cmd.fwd_args[0]`` through ``owner.cmd``)."""
+    return path.startswith(holder) and (len(path) == len(holder) or path[len(holder)] in ".[")
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,12 @@ replayed in the capture (:func:`baked_values`); the replay check compares them t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import _warp
 from ._memo import ByIdentity
-from .operations import Baked, BakedValue, LaunchRecord
+from .operations import COMMAND_LAUNCH, Baked, BakedValue, LaunchRecord
 from .params import ParamKind, ParamSpec
 
 if TYPE_CHECKING:
@@ -31,7 +32,11 @@ __all__ = ["baked_addresses", "baked_values"]
 
 
 def baked_addresses(
-    trace: LaunchTrace, user: LaunchTrace, owned: BufferSet | None, match: GraphMatch | None
+    trace: LaunchTrace,
+    user: LaunchTrace,
+    owned: BufferSet | None,
+    match: GraphMatch | None,
+    values: Sequence[BakedValue] = (),
 ) -> list[Baked]:
     """Every address and structure id the graph captured in ``trace`` baked.
 
@@ -40,11 +45,24 @@ def baked_addresses(
         user: its user view (the operations a report counts).
         owned: the owners' buffers at capture (None: no owners, nothing labelled).
         match: on CUDA, the graph's nodes matched to ``trace`` (None: the record's addresses).
+        values: the bytes the graph baked from the owners' structs and commands
+            (:func:`baked_values`): an operation that took its arguments from one reaches
+            their buffers through it (:attr:`Baked.kept`), as an indexed array's does.
     """
+    holders: dict[int, list[tuple[str, str]]] = {}  # operation -> (argument, holder) of its struct or command
+    for value in values:
+        if value.kind == "launch" and value.record.via != COMMAND_LAUNCH:
+            continue  # the same bytes launched otherwise than by replaying the command: not taken from it
+        argument = value.record.layout[value.position].name if value.kind == "struct" else ""
+        holders.setdefault(value.index, []).append((argument, value.label))
+    through: dict[int, list[tuple[str, str]]] = {}
 
     def baked(start: int, nbytes: int, index: int, record: LaunchRecord, arg: str) -> Baked:
         graph_owned = user.allocation_at(start, record.seq) is not None
-        return Baked.at(start, nbytes, None if graph_owned else owned, index, record, arg)
+        if index not in through:
+            through[index] = holders.get(index, []) + _indexed_arrays(record, owned)
+        took = [holder for argument, holder in through[index] if _argument_of(arg, argument)]
+        return Baked.at(start, nbytes, None if graph_owned else owned, index, record, arg, took)
 
     out = [
         baked(address.start, address.nbytes, index, record, address.arg)
@@ -61,6 +79,29 @@ def baked_addresses(
             for a in addresses
         ]
     return out + _baked_handles(user, owned)
+
+
+def _argument_of(arg: str, argument: str) -> bool:
+    """Whether address ``arg`` (``p.scratch``, ``a.indices[0]``) belongs to ``argument`` (``""``: all)."""
+    return not argument or arg == argument or arg.startswith(argument + ".")
+
+
+def _indexed_arrays(record: LaunchRecord, owned: BufferSet | None) -> list[tuple[str, str]]:
+    """``(argument, path)`` of the owners' indexed arrays ``record`` took as arguments: those
+    whose index arrays it was handed (``owner.view`` for ``owner.view.indices[0]``)."""
+    found: list[tuple[str, str]] = []
+    if owned is None:
+        return found
+    for address in record.addresses():
+        argument, dot, _ = address.arg.partition(".indices[")
+        if not dot:
+            continue
+        hit = owned.find(address.start, address.nbytes)
+        for path in owned.kept_paths(hit) if hit is not None else ():
+            holder, dot, rest = path.rpartition(".indices[")
+            if dot and rest.rstrip("]").isdigit():
+                found.append((argument, holder))
+    return found
 
 
 def _baked_handles(user: LaunchTrace, owned: BufferSet | None) -> list[Baked]:
