@@ -646,6 +646,12 @@ class Session:
         for trace in self.traces:
             trace.add_host_sync(event)
 
+    def on_remade(self, obj: Any) -> None:
+        """A ``wp.Launch`` command's parameter or a struct's field set, or an indexed array
+        made: the call re-derives it (see :attr:`LaunchTrace.remade`)."""
+        for trace in self.traces:
+            trace.add_remade(obj)
+
     # -- allocations ----------------------------------------------------------------------
 
     def structure_place(self) -> int:

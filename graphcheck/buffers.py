@@ -19,7 +19,7 @@ import mmap
 import operator
 import types
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 import numpy as np
@@ -387,7 +387,7 @@ def arrays_of(*objects: Any, root: str | Sequence[str] | None = None, max_depth:
 
 
 def holders_of(
-    *objects: Any, root: str | Sequence[str] | None = None, max_depth: int = 12
+    *objects: Any, root: str | Sequence[str] | None = None, max_depth: int = 12, remade: Collection[int] = ()
 ) -> tuple[BufferSet, list[tuple[str, Any]]]:
     """:func:`buffers_of`, and ``(path, object)`` of every ``@wp.struct`` instance and
     ``wp.Launch`` command the same walk passes: the objects whose bytes a graph bakes by
@@ -395,7 +395,8 @@ def holders_of(
 
     The set also knows every path through such an object, or through an indexed array, by
     which the walk reached an array (:meth:`BufferSet.kept_paths`): the objects built once
-    that keep a buffer however the owners name it elsewhere."""
+    that keep a buffer however the owners name it elsewhere (``remade``: the ids of those a
+    call re-derived, which keep nothing)."""
     holders: list[tuple[str, Any]] = []
 
     def visit(path: str, obj: Any) -> bool:
@@ -404,7 +405,7 @@ def holders_of(
         holders.append((path, obj))
         return True
 
-    return _walk(objects, root, max_depth, None, visit, kept=[]), holders
+    return _walk(objects, root, max_depth, None, visit, kept=[], remade=remade), holders
 
 
 def _walk(
@@ -414,6 +415,7 @@ def _walk(
     found: list[tuple[str, Any]] | None,
     visit: Callable[[str, Any], bool] | None = None,
     kept: list[tuple[str, int, int]] | None = None,
+    remade: Collection[int] = (),
 ) -> BufferSet:
     _check_root(root)
     if isinstance(root, str):
@@ -461,7 +463,8 @@ def _walk(
                 buffers.append(Buffer(span[0], span[1], path))
                 if kept is not None:
                     spans[id(obj)] = span
-                    if parent in inside or any(name == "data" for name, _ in parts):  # an indexed array holds its data
+                    # An indexed array holds its data (one made again each call keeps nothing).
+                    if parent in inside or (id(obj) not in remade and any(name == "data" for name, _ in parts)):
                         kept.append((path, *span))
                         inside.add(path)
             if found is not None:
@@ -493,7 +496,7 @@ def _walk(
             continue
         seen.add(id(obj))
         holder = visit(path, obj) if visit is not None else False  # a struct or a command: its bytes hold addresses
-        if kept is not None and (holder or parent in inside):
+        if kept is not None and ((holder and id(obj) not in remade) or parent in inside):
             inside.add(path)
         items: Any
         if branch == _SEQUENCE:

@@ -12,7 +12,7 @@ found answers "unchanged" in microseconds, and only a change walks again.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from . import _warp, checks
@@ -42,17 +42,20 @@ def observe_replays(callback: Callable[[CheckedGraph, Report], None]) -> Callabl
 
 
 def owned_buffers(
-    owners: tuple[Any, ...] | BufferSet | None, holders: list[tuple[str, Any]] | None = None
+    owners: tuple[Any, ...] | BufferSet | None,
+    holders: list[tuple[str, Any]] | None = None,
+    remade: Collection[int] = (),
 ) -> BufferSet | None:
     """The buffers ``owners`` hold now, labelled ``owner.<path>`` (``owners[i].<path>``);
     with ``holders``, the same walk adds to it the structs and ``wp.Launch`` commands they
-    hold (see :func:`graphcheck.buffers.holders_of`)."""
+    hold, and what those built once keep (see :func:`graphcheck.buffers.holders_of`;
+    ``remade``: the ids of those the captured call re-derived)."""
     if owners is None or isinstance(owners, BufferSet):
         return owners
     root = [f"owners[{i}]" for i in range(len(owners))] if len(owners) > 1 else "owner"
     if holders is None:
         return buffers_of(*owners, root=root)
-    owned, found = holders_of(*owners, root=root)
+    owned, found = holders_of(*owners, root=root, remade=remade)
     holders += found
     return owned
 
@@ -84,9 +87,9 @@ class CheckedGraph:
             (:class:`~graphcheck.fallback.Fallback`: ``.mode``, and ``.report`` once it falls back).
         eager_calls: how many steps the producer took before this graph's first replay:
             ``warmup`` calls and the reference call, and, where the verdict needed later calls
-            (a launch-sequence-drift, see ``warmup``; swapped buffers that may stay identical,
-            see the buffer-drift page), the first capture's one replay and one more eager call
-            (this graph is then a second capture). An eagerly stepped twin steps as often.
+            (the capture differed from the reference call, see ``warmup``), the first
+            capture's one replay and one more eager call (this graph is then a second
+            capture). An eagerly stepped twin steps as often.
     """
 
     def __init__(
@@ -185,10 +188,11 @@ class CheckedGraph:
                 name=name, device=device, skipped=[("replay", "no owners to check the graph's addresses against")]
             )
         holders: list[tuple[str, Any]] | None = [] if self.baked_values else None
-        owned = owned_buffers(self._owners, holders) or BufferSet()
+        remade = self.full_trace.remade if self.full_trace is not None else ()
+        owned = owned_buffers(self._owners, holders, remade) or BufferSet()
 
         def kept_now() -> BufferSet:  # what structs, commands and indexed arrays keep: walked where a label moved
-            return owned if holders is not None else owned_buffers(self._owners, []) or BufferSet()
+            return owned if holders is not None else owned_buffers(self._owners, [], remade) or BufferSet()
 
         self._held_at = {}
         findings = checks.stale_pointers(self.baked, owned, kept_now, self._held_at)

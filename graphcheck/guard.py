@@ -550,7 +550,7 @@ class GraphGuard:
 
     def _judge(self, trace: LaunchTrace, capture_error: BaseException | None, retry: _Retry | None = None) -> None:
         holders: list[tuple[str, Any]] = []
-        owned = self._owned_after(holders)
+        owned = self._owned_after(holders, trace)
         user = trace.user_view()
         match = None
         if capture_error is not None:
@@ -691,7 +691,7 @@ class GraphGuard:
             self._judge(trace, None)
             return
         holders: list[tuple[str, Any]] = []
-        owned = self._owned_after(holders)
+        owned = self._owned_after(holders, trace)
         self.report, match = judge(validated, trace, owned, self.graph, self.options, name=self.name,
                                    device=self.device, against=checks.VALIDATED_CAPTURE, site=self._site)  # fmt: skip
         note = (
@@ -711,11 +711,14 @@ class GraphGuard:
         self.checked = self._checked(baked, trace, match, values)
         self.checked.eager_calls = self.eager_calls
 
-    def _owned_after(self, holders: list[tuple[str, Any]] | None = None) -> BufferSet | None:
+    def _owned_after(
+        self, holders: list[tuple[str, Any]] | None = None, trace: LaunchTrace | None = None
+    ) -> BufferSet | None:
         """The owners' buffers once the block ended: the one walk of the owners a capture
         makes, by the names they hold them under now (a swapped buffer has changed names);
-        the structs and commands they hold go into ``holders`` when given."""
-        owned = owned_buffers(self._owners, holders)
+        the structs and commands they hold go into ``holders`` when given (those the
+        capture's ``trace`` re-derived keep nothing built once)."""
+        owned = owned_buffers(self._owners, holders, trace.remade if trace is not None else ())
         if self._explicit_owners and owned is not None and not len(owned):
             raise ValueError(
                 f"owners={self._owners!r} hold no Warp arrays: pass the objects that hold the buffers the captured "

@@ -113,11 +113,12 @@ class CaptureOptions:
         capture_mode: passed to ``wp.ScopedCapture``: None (Warp's default) or a
             ``wp.CaptureMode``.
         warmup: eager calls of the reference before the reference call, for work only
-            the first calls do (lazy set-up). None (the default): none, and when the
-            capture issued other operations than the reference call, graphcheck replays the
-            capture once, calls the step once more eagerly and captures it again, and judges
-            and returns that capture (two extra steps; see the first call page of the docs);
-            0: none and no such retry.
+            the first calls do (lazy set-up, a warm start). None (the default): none, and
+            when the capture differs from the reference call (its operations, a scalar, a
+            dimension, a copy, a buffer), graphcheck replays the capture once, calls the
+            step once more eagerly and captures it again, and judges and returns that
+            capture (two extra steps; see the first call page of the docs); 0: none and no
+            such retry.
     """
 
     on_failure: str = "raise"

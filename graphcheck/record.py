@@ -68,6 +68,9 @@ class LaunchTrace:
         self._materialized = 0  # items before this index are all LaunchRecords
         self.allocations: list[Allocation] = []
         self.host_syncs: list[HostSync] = []
+        # ids of the wp.Launch commands and structs set, and the indexed arrays made, while
+        # recording: objects the call itself re-derives, which keep nothing built once.
+        self.remade: set[int] = set()
         self._token: Any = None
         # Where the recorder delivers an operation: the list's own append while the trace
         # records, `ended` (which drops what it is given) before and after. Set in one
@@ -106,6 +109,7 @@ class LaunchTrace:
         self._materialized = 0
         self.allocations = []
         self.host_syncs = []
+        self.remade = set()
         self._alloc_index = None
         self._holding, self._made_here = {}, {}
         self._alloc_order = {}
@@ -169,6 +173,11 @@ class LaunchTrace:
         if self.recording:
             self.host_syncs.append(event)
 
+    def add_remade(self, obj: Any) -> None:
+        """A command's parameter or a struct's field set, or an indexed array made, while recording."""
+        if self.recording:
+            self.remade.add(id(obj))
+
     # -- sequence -------------------------------------------------------------------------
 
     def __len__(self) -> int:
@@ -204,6 +213,7 @@ class LaunchTrace:
         view._materialized = len(view._items)
         view.allocations = self.allocations
         view.host_syncs = self.host_syncs
+        view.remade = self.remade
         if not self.recording:
             self._user_view = view
         return view

@@ -145,3 +145,37 @@ def test_the_replay_probe_follows_the_holder_after_the_owner_s_name_moved():
     producer.view = wp.indexedarray(producer.blist[1], [wp.array(np.arange(N, dtype=np.int32), device=DEVICE)])
     with pytest.raises(gc.GraphCheckError, match="stale-pointer"):
         checked.launch()
+
+
+class CommandSetEachCall(Held):
+    """The command's argument set from the list on every call: the step re-derives it, so the
+    command keeps nothing built once, and the moved name is what the next call hands it."""
+
+    how = "command"
+
+    def step(self):
+        self.cmd.set_param_at_index(1, self.blist[3])
+        super().step()
+
+
+class StructSetEachCall(Held):
+    how = "struct"
+
+    def step(self):
+        self.params.scratch = self.blist[2]
+        super().step()
+
+
+class ViewMadeEachCall(Held):
+    how = "indexed"
+
+    def step(self):
+        self.view = wp.indexedarray(self.blist[1], [wp.array(np.arange(N, dtype=np.int32), device=self.device)])
+        super().step()
+
+
+@pytest.mark.parametrize("cls", [CommandSetEachCall, StructSetEachCall, ViewMadeEachCall], ids=lambda c: c.__name__)
+def test_an_object_the_step_sets_again_each_call_keeps_nothing(cls):
+    report, alike = _replays_like_eager(cls, "reallocate")
+    assert set(report.kinds()) == {"stale-pointer"}, str(report)
+    assert not alike

@@ -53,6 +53,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import warp as wp
+import warp._src.codegen as _codegen
 import warp._src.context as _context
 import warp._src.types as _types
 
@@ -360,6 +361,13 @@ def _plan_patches(recorder: Recorder) -> list[_Patch]:
         if "__init__" in vars(structure):
             init = vars(structure)["__init__"]
             attr(f"{structure.__name__}.__init__", structure, "__init__", _make_structure_hook(init))
+    # Objects that bake addresses, re-derived by the call: a command's parameters set, a
+    # struct's field set, an indexed array made (the replay check trusts only those built once).
+    for owner, name in ((_context.Launch, "set_param_at_index"), (_context.Launch, "set_param_at_index_from_ctype"),
+                        (_codegen.StructInstance, "__setattr__"), (_types.indexedarray, "__init__")):  # fmt: skip
+        original = vars(owner).get(name)
+        if original is not None:
+            attr(f"{owner.__name__}.{name}", owner, name, _make_remade_hook(original))
     # CPU graphs replayed (wp.capture_launch): one replayed inside a CPU capture is not recorded.
     for name in _CPU_GRAPH_REPLAYS:
         original = getattr(core, name, None)
@@ -748,6 +756,18 @@ def _make_native_hook(name: str, original: Any, on_device: bool) -> Callable[...
         return session.on_native(original, label, on_device, args)
 
     hook.__name__ = name
+    return hook
+
+
+def _make_remade_hook(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def hook(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, *args, **kwargs)
+        session = current_session()
+        if session is not None:
+            session.on_remade(self)
+        return result
+
     return hook
 
 
