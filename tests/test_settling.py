@@ -295,3 +295,27 @@ def test_work_on_the_second_call_only_is_reported_as_the_first_capture_differs()
     assert set(checked.report.kinds()) == {"scalar-drift"}, str(checked.report)
     assert any("the first capture differs from the new one" in n for n in checked.report.notes)
     assert any("the first capture" in f.message for f in checked.report.findings)
+
+
+# -- drift that begins after the captured call (docs/limits.md) -------------------------------
+
+
+class StepSizeCut(P.Producer):
+    """The step size is cut at the sixth call: every call graphcheck compares is alike."""
+
+    def __init__(self, device=DEVICE):
+        super().__init__(device)
+        self.calls = 0
+
+    def step(self):
+        self.calls += 1
+        self.launch(K.integrate, [self.x, self.v, 0.01 if self.calls < 6 else 0.005])
+
+
+def test_drift_that_begins_after_the_captured_call_is_seen_only_by_stepping_longer():
+    producer = StepSizeCut()
+    checked = gc.capture(producer.step, device=DEVICE, owners=(producer,))
+    assert checked.report.ok and checked.eager_calls == 1  # the two calls compared are alike
+    assert gc.verify_replay(StepSizeCut, steps=3, device=DEVICE).ok  # not reached yet
+    report = gc.verify_replay(StepSizeCut, steps=8, device=DEVICE, on_failure="ignore")
+    assert "replay-divergence" in report.kinds(), str(report)  # the remedy: step past it
