@@ -22,7 +22,7 @@ class Sim:
         self.active = 8
 
     def step(self):
-        self.active = min(2 * self.active, N)  # particles are emitted each call
+        self.active = min(self.active + 8, N)  # particles are emitted each call
         wp.launch(move, dim=self.active, inputs=[self.x])
 
 
