@@ -83,14 +83,24 @@ def test_simulate_replays_right_and_has_no_finding():
     assert_no_finding(checked.report)
 
 
-def test_an_odd_substep_count_swaps_states_that_stay_equal():
-    # XPBD leaves state_in and state_out equal after each step: graphcheck sees it after later
-    # calls, then captures again, so the temporary the solver keeps (solver.particle_q_init, a
-    # wp.clone per substep) is the one the returned graph's replays write.
+def test_an_odd_substep_count_swaps_states_that_a_reset_between_replays_splits():
+    # XPBD leaves state_in and state_out equal after each step, so the replay is right while
+    # nothing writes them between replays; a reset of state_0 in place (as a program restarting
+    # an episode does) changes the one eager stepping reads next, and the replay reads the
+    # other: the odd swap is a buffer-drift.
     twins = Twins(lambda: Particles(substeps=3))
     checked = gc.capture(twins.subject.simulate, owners=(twins.subject,), on_failure="ignore")
-    assert not checked.report.findings  # the swapped states hold the same values after every call
-    assert replay_against_twin(checked, twins, step, replays=2) == []
+    assert "buffer-drift" in checked.report.kinds(), str(checked.report)
+    assert replay_against_twin(checked, twins, step, replays=2) == []  # alike while nothing writes the states
+    for example in (twins.subject, twins.twin):
+        example.state_0.particle_q.assign(example.state_0.particle_q.numpy() + 0.01)  # the reset
+    assert replay_against_twin_once(checked, twins) != []
+
+
+def replay_against_twin_once(checked, twins):
+    wp.capture_launch(checked.graph)
+    step(twins.twin)
+    return twins.differing()
 
 
 def test_a_cohesion_ramp_drifts_the_grid_radius_and_the_kernel():
