@@ -90,11 +90,11 @@ class BufferSet:
         self._owners: list[Buffer] = []
         self._dirty = True
         self._by_start: tuple[list[int], list[Buffer], list[int]] | None = None
-        # (path, start, end) of the arrays held through structs, commands and indexed arrays,
-        # when the walk that made the set looked (see holders_of); None when it did not.
-        self._kept: list[tuple[str, int, int]] | None = None
-        self._kept_by_range: dict[tuple[int, int], tuple[str, ...]] | None = None
-        self._kept_by_path: dict[str, tuple[int, int]] | None = None
+        # (path, start, end, how) of every way the walk that made the set reached an array, when
+        # it looked (see holders_of; how: KEPT, WITHIN or PLAIN); None when it did not.
+        self._paths: list[tuple[str, int, int, int]] | None = None
+        self._paths_by_range: dict[tuple[int, int], list[tuple[str, int]]] | None = None
+        self._paths_by_name: dict[str, tuple[int, int]] | None = None
 
     @classmethod
     def of(cls, arrays: Iterable[Any], label: str = "") -> BufferSet:
@@ -251,23 +251,34 @@ class BufferSet:
         which the walk that made this set reached an array of ``buffer``'s range: objects
         built once, that keep the buffer however the owners name it elsewhere (none when the
         walk did not look: see :func:`holders_of`)."""
-        if self._kept is None:
-            return ()
-        if self._kept_by_range is None:
-            by_range: dict[tuple[int, int], list[str]] = {}
-            for path, start, end in self._kept:
-                by_range.setdefault((start, end), []).append(path)
-            self._kept_by_range = {span: tuple(paths) for span, paths in by_range.items()}
-        return self._kept_by_range.get((buffer.start, buffer.end), ())
+        return tuple(path for path, how in self._paths_of(buffer) if how == KEPT)
 
-    def kept_at(self, path: str) -> tuple[int, int] | None:
-        """``(start, end)`` of the array the walk found at ``path`` through a struct, a command
-        or an indexed array (see :meth:`kept_paths`), else None."""
-        if self._kept is None:
+    def plain_paths(self, buffer: Buffer) -> tuple[str, ...]:
+        """The other paths by which the walk reached an array of ``buffer``'s range, those
+        through no struct, command or indexed array first (attributes, items: names a step
+        looks up when it runs), each in the order the walk met them (none when the walk did
+        not look)."""
+        ranked = sorted(self._paths_of(buffer), key=lambda entry: entry[1])  # stable: PLAIN, then WITHIN
+        return tuple(path for path, how in ranked if how != KEPT)
+
+    def held_at(self, path: str) -> tuple[int, int] | None:
+        """``(start, end)`` of the array the walk found at ``path`` (see :meth:`kept_paths`),
+        else None."""
+        if self._paths is None:
             return None
-        if self._kept_by_path is None:
-            self._kept_by_path = {path: (start, end) for path, start, end in self._kept}
-        return self._kept_by_path.get(path)
+        if self._paths_by_name is None:
+            self._paths_by_name = {path: (start, end) for path, start, end, _ in self._paths}
+        return self._paths_by_name.get(path)
+
+    def _paths_of(self, buffer: Buffer) -> list[tuple[str, int]]:
+        if self._paths is None:
+            return []
+        if self._paths_by_range is None:
+            by_range: dict[tuple[int, int], list[tuple[str, int]]] = {}
+            for path, start, end, how in self._paths:
+                by_range.setdefault((start, end), []).append((path, how))
+            self._paths_by_range = by_range
+        return self._paths_by_range.get((buffer.start, buffer.end), [])
 
     def handle(self, value: Any) -> Buffer | None:
         """The owned structure whose id ``value`` is (a mesh, hash grid, BVH or volume, which
@@ -307,6 +318,10 @@ class BufferSet:
 
 
 _START, _END = operator.itemgetter(0), operator.itemgetter(1)  # a Buffer's start and end
+
+#: How the walk reached an array (see BufferSet.kept_paths): by names alone, through a struct,
+#: command or indexed array the call re-derives, or through one built once, that keeps it.
+PLAIN, WITHIN, KEPT = 0, 1, 2
 
 # Never entered: plain values, code, modules, numpy data.
 _LEAVES = (
@@ -393,10 +408,10 @@ def holders_of(
     ``wp.Launch`` command the same walk passes: the objects whose bytes a graph bakes by
     value (a struct's fields, a command's parameters), where it found them.
 
-    The set also knows every path through such an object, or through an indexed array, by
-    which the walk reached an array (:meth:`BufferSet.kept_paths`): the objects built once
-    that keep a buffer however the owners name it elsewhere (``remade``: the ids of those a
-    call re-derived, which keep nothing)."""
+    The set also knows every path by which the walk reached each array, and which lead
+    through such an object or an indexed array (:meth:`BufferSet.kept_paths`): the objects
+    built once that keep a buffer however the owners name it elsewhere (``remade``: the ids
+    of those a call re-derived, which keep nothing)."""
     holders: list[tuple[str, Any]] = []
 
     def visit(path: str, obj: Any) -> bool:
@@ -405,7 +420,7 @@ def holders_of(
         holders.append((path, obj))
         return True
 
-    return _walk(objects, root, max_depth, None, visit, kept=[], remade=remade), holders
+    return _walk(objects, root, max_depth, None, visit, paths=[], remade=remade), holders
 
 
 def _walk(
@@ -414,7 +429,7 @@ def _walk(
     max_depth: int,
     found: list[tuple[str, Any]] | None,
     visit: Callable[[str, Any], bool] | None = None,
-    kept: list[tuple[str, int, int]] | None = None,
+    paths: list[tuple[str, int, int, int]] | None = None,
     remade: Collection[int] = (),
 ) -> BufferSet:
     _check_root(root)
@@ -432,9 +447,11 @@ def _walk(
     array_span = _warp.array_span
     array_parts = _warp.array_parts
     structure_handle = _warp.structure_handle
-    # With ``kept``: the paths of the structs, commands and indexed arrays passed, and of what
-    # lies inside them, and each array's span, to name it again where it is met again.
+    # With ``paths``: the paths of the structs, commands and indexed arrays passed, and of what
+    # lies inside them (``inside``: those built once; ``within``: all), and each array's span,
+    # to name it again where it is met again.
     inside: set[str] = set()
+    within: set[str] = set()
     spans: dict[int, tuple[int, int]] = {}
 
     # An explicit stack, not recursion: deep object graphs must not hit the recursion
@@ -446,8 +463,9 @@ def _walk(
     while stack:
         obj, parent, key, join, depth = stack.pop()
         if id(obj) in seen:
-            if kept is not None and parent in inside and id(obj) in spans:  # an array met again, through a holder
-                kept.append((_JOINS[join](parent, key), *spans[id(obj)]))
+            if paths is not None and id(obj) in spans:  # an array met again, by another path
+                how = KEPT if parent in inside else WITHIN if parent in within else PLAIN
+                paths.append((_JOINS[join](parent, key), *spans[id(obj)], how))
             continue
         branch = _BRANCHES.get(type(obj))
         if branch is None:
@@ -461,12 +479,17 @@ def _walk(
             path = _JOINS[join](parent, key)
             if span is not None:
                 buffers.append(Buffer(span[0], span[1], path))
-                if kept is not None:
+                if paths is not None:
                     spans[id(obj)] = span
                     # An indexed array holds its data (one made again each call keeps nothing).
-                    if parent in inside or (id(obj) not in remade and any(name == "data" for name, _ in parts)):
-                        kept.append((path, *span))
+                    indexed = any(name == "data" for name, _ in parts)
+                    kept = parent in inside or (indexed and id(obj) not in remade)
+                    how = KEPT if kept else WITHIN if indexed or parent in within else PLAIN
+                    paths.append((path, *span, how))
+                    if kept:
                         inside.add(path)
+                    if how != PLAIN:
+                        within.add(path)
             if found is not None:
                 found.append((path, obj))
             for name, inner in parts:
@@ -496,8 +519,10 @@ def _walk(
             continue
         seen.add(id(obj))
         holder = visit(path, obj) if visit is not None else False  # a struct or a command: its bytes hold addresses
-        if kept is not None and ((holder and id(obj) not in remade) or parent in inside):
-            inside.add(path)
+        if paths is not None and (holder or parent in within):
+            within.add(path)
+            if (holder and id(obj) not in remade) or parent in inside:
+                inside.add(path)
         items: Any
         if branch == _SEQUENCE:
             items, join = enumerate(obj), _INDEX
@@ -546,7 +571,7 @@ def _walk(
         children.reverse()
         stack.extend(children)
     out._dirty = True
-    out._kept = kept
+    out._paths = paths
     return out
 
 

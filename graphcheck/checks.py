@@ -1201,19 +1201,19 @@ def stale_pointers(
     held_at: dict[int, str] | None = None,
 ) -> list[Finding]:
     """A ``stale-pointer`` for every baked address that lay in an owned buffer at capture
-    and no longer lies in that same buffer (by its label), or no longer fits in it, unless
-    one of the objects built once that kept it at capture (a struct, a ``wp.Launch``
-    command, an indexed array: :attr:`Baked.kept`) still keeps it at the same path: the
-    step reaches it through that object, as the graph does.
+    and no longer lies in that same buffer (by its label: the path the step reaches it by),
+    or no longer fits in it, unless one of the objects built once that the operation took
+    it from (a struct, a ``wp.Launch`` command, an indexed array: :attr:`Baked.kept`) still
+    keeps it at the same path: the step reaches it through that object, as the graph does.
 
     Addresses the owners did not hold at capture were reported then and are not checked.
 
     Args:
         baked: the graph's addresses.
         owned: the owners' buffers now.
-        kept_now: the owners' buffers now, walked for what structs, commands and indexed
-            arrays keep (:func:`graphcheck.buffers.holders_of`); called at most once, for an
-            address whose label moved.
+        kept_now: the owners' buffers now, walked for every path to each array
+            (:func:`graphcheck.buffers.holders_of`); called at most once, for an address
+            not found under its label first.
         held_at: gets, for each address found through such a path, its position in
             ``baked`` -> the path (where to look for it before the next replay).
     """
@@ -1223,12 +1223,12 @@ def stale_pointers(
         if address.label is None:
             continue  # not owned at capture: reported then
         hit = owned.find(address.ptr, address.nbytes) or owned.buffer_at(address.ptr)
-        if (hit is None or hit.label != address.label) and address.kept and kept_now is not None:
+        if (hit is None or hit.label != address.label) and kept_now is not None:
             if not walked:
                 walked.append(kept_now())
-            path = _still_kept(address, walked[0])
+            path = _still_held(address, walked[0])
             if path is not None:
-                if held_at is not None:
+                if held_at is not None and path != address.label:
                     held_at[position] = path
                 continue
         if hit is None:
@@ -1264,10 +1264,12 @@ def stale_pointers(
     return findings
 
 
-def _still_kept(address: Baked, now: BufferSet) -> str | None:
-    """The first path that kept ``address`` at capture and still keeps it whole, else None."""
-    for path in address.kept:
-        span = now.kept_at(path)
+def _still_held(address: Baked, now: BufferSet) -> str | None:
+    """The path the step reaches ``address`` by that still holds it whole (one of the objects
+    built once that kept it, or else its label, though another path names it first now),
+    else None."""
+    for path in address.kept or (address.label,):
+        span = now.held_at(path) if path is not None else None
         if span is not None and span[0] <= address.ptr and address.ptr + address.nbytes <= span[1]:
             return path
     return None

@@ -480,18 +480,18 @@ class Baked:
         cls, ptr: int, nbytes: int, owned: Any, index: int, record: LaunchRecord, arg: str, through: Sequence[str] = ()
     ) -> Baked:
         """``ptr`` as ``record``'s argument ``arg``, labelled by the buffer of ``owned``
-        (a :class:`~graphcheck.BufferSet`, or None) holding it; ``through``: the paths of the
-        structs, commands and indexed arrays the operation took its arguments from, whose
-        paths to the buffer are :attr:`kept`."""
+        (a :class:`~graphcheck.BufferSet`, or None) holding it. ``through``: the paths of
+        the structs, commands and indexed arrays the operation took the argument from, whose
+        paths to the buffer are :attr:`kept`; an argument taken from none is labelled by the
+        first path not through one of them where there is one (the name a step looks up)."""
         hit = owned.find(ptr, nbytes) if owned is not None else None
         if hit is None:
             return cls(ptr, max(nbytes, 1), None, index, record.kernel, arg, record.site)
-        kept = (
-            tuple(path for path in owned.kept_paths(hit) if any(_within(path, holder) for holder in through))
-            if through
-            else ()
-        )
-        return cls(ptr, max(nbytes, 1), hit.label, index, record.kernel, arg, record.site, kept)
+        if through:
+            kept = tuple(path for path in owned.kept_paths(hit) if any(_within(path, holder) for holder in through))
+            return cls(ptr, max(nbytes, 1), hit.label, index, record.kernel, arg, record.site, kept)
+        plain = owned.plain_paths(hit)
+        return cls(ptr, max(nbytes, 1), plain[0] if plain else hit.label, index, record.kernel, arg, record.site)
 
 
 def _within(path: str, holder: str) -> bool:
