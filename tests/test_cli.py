@@ -52,7 +52,7 @@ def test_demo_json_and_picture(tmp_path):
     source = picture.read_text()
     assert source.startswith("digraph graphcheck") and "#0 _wind" in source and "scalar-drift" in source
     # Buffers by owner path, the drifting value, tooltips and a legend.
-    assert "v=owner.v" in source and "x=owner.x" in source and "frame: 1 -> 2" in source
+    assert "v=owner.v" in source and "x=owner.x" in source and "frame: 3 -> 4" in source  # the later calls compared
     assert 'tooltip="graphcheck.demo._wind argument' in source and "cluster_legend" in source
 
 
