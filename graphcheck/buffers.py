@@ -254,16 +254,20 @@ class BufferSet:
         return tuple(path for path, how in self._paths_of(buffer) if how == KEPT)
 
     def plain_paths(self, buffer: Buffer) -> tuple[str, ...]:
-        """The other paths by which the walk reached an array of ``buffer``'s range, those
-        through no struct, command or indexed array first (attributes, items: names a step
-        looks up when it runs), each in the order the walk met them (none when the walk did
-        not look)."""
-        ranked = sorted(self._paths_of(buffer), key=lambda entry: entry[1])  # stable: PLAIN, then WITHIN
+        """The other paths the walk recorded to an array of ``buffer``'s range (see
+        :func:`holders_of`), those through no struct, command or indexed array first
+        (attributes, items: names a step looks up when it runs), each in the order the walk
+        met them."""
+        entries = self._paths_of(buffer)
+        if self._paths is not None and all(path != buffer.label for path, _ in entries):
+            # Met first by a name (the walk records such an array's other names only when asked).
+            return (buffer.label, *(path for path, how in entries if how == PLAIN))
+        ranked = sorted(entries, key=lambda entry: entry[1])  # stable: PLAIN, then WITHIN
         return tuple(path for path, how in ranked if how != KEPT)
 
     def held_at(self, path: str) -> tuple[int, int] | None:
-        """``(start, end)`` of the array the walk found at ``path`` (see :meth:`kept_paths`),
-        else None."""
+        """``(start, end)`` of the array the walk found at ``path``, where it recorded it (see
+        :func:`holders_of`), else None."""
         if self._paths is None:
             return None
         if self._paths_by_name is None:
@@ -402,16 +406,21 @@ def arrays_of(*objects: Any, root: str | Sequence[str] | None = None, max_depth:
 
 
 def holders_of(
-    *objects: Any, root: str | Sequence[str] | None = None, max_depth: int = 12, remade: Collection[int] = ()
+    *objects: Any,
+    root: str | Sequence[str] | None = None,
+    max_depth: int = 12,
+    remade: Collection[int] = (),
+    every_path: bool = False,
 ) -> tuple[BufferSet, list[tuple[str, Any]]]:
     """:func:`buffers_of`, and ``(path, object)`` of every ``@wp.struct`` instance and
     ``wp.Launch`` command the same walk passes: the objects whose bytes a graph bakes by
     value (a struct's fields, a command's parameters), where it found them.
 
-    The set also knows every path by which the walk reached each array, and which lead
-    through such an object or an indexed array (:meth:`BufferSet.kept_paths`): the objects
-    built once that keep a buffer however the owners name it elsewhere (``remade``: the ids
-    of those a call re-derived, which keep nothing)."""
+    The set also knows the paths by which the walk reached each array that lead through such
+    an object or an indexed array (:meth:`BufferSet.kept_paths`: the objects built once that
+    keep a buffer however the owners name it elsewhere; ``remade``: the ids of those a call
+    re-derived, which keep nothing), and the other names of an array first met through one;
+    with ``every_path``, every path to every array."""
     holders: list[tuple[str, Any]] = []
 
     def visit(path: str, obj: Any) -> bool:
@@ -420,7 +429,7 @@ def holders_of(
         holders.append((path, obj))
         return True
 
-    return _walk(objects, root, max_depth, None, visit, paths=[], remade=remade), holders
+    return _walk(objects, root, max_depth, None, visit, paths=[], remade=remade, every_path=every_path), holders
 
 
 def _walk(
@@ -431,6 +440,7 @@ def _walk(
     visit: Callable[[str, Any], bool] | None = None,
     paths: list[tuple[str, int, int, int]] | None = None,
     remade: Collection[int] = (),
+    every_path: bool = False,
 ) -> BufferSet:
     _check_root(root)
     if isinstance(root, str):
@@ -452,7 +462,7 @@ def _walk(
     # to name it again where it is met again.
     inside: set[str] = set()
     within: set[str] = set()
-    spans: dict[int, tuple[int, int]] = {}
+    spans: dict[int, tuple[int, int, int]] = {}  # id -> (start, end, how it was first met)
 
     # An explicit stack, not recursion: deep object graphs must not hit the recursion
     # limit. Entries are (object, parent's path, key, how the key joins the path, depth);
@@ -464,8 +474,10 @@ def _walk(
         obj, parent, key, join, depth = stack.pop()
         if id(obj) in seen:
             if paths is not None and id(obj) in spans:  # an array met again, by another path
+                start, end, first = spans[id(obj)]
                 how = KEPT if parent in inside else WITHIN if parent in within else PLAIN
-                paths.append((_JOINS[join](parent, key), *spans[id(obj)], how))
+                if every_path or how != PLAIN or first != PLAIN:  # one met first by a name is labelled by it
+                    paths.append((_JOINS[join](parent, key), start, end, how))
             continue
         branch = _BRANCHES.get(type(obj))
         if branch is None:
@@ -480,12 +492,13 @@ def _walk(
             if span is not None:
                 buffers.append(Buffer(span[0], span[1], path))
                 if paths is not None:
-                    spans[id(obj)] = span
                     # An indexed array holds its data (one made again each call keeps nothing).
-                    indexed = any(name == "data" for name, _ in parts)
+                    indexed = bool(parts) and any(name == "data" for name, _ in parts)
                     kept = parent in inside or (indexed and id(obj) not in remade)
                     how = KEPT if kept else WITHIN if indexed or parent in within else PLAIN
-                    paths.append((path, *span, how))
+                    spans[id(obj)] = (span[0], span[1], how)
+                    if every_path or how != PLAIN:
+                        paths.append((path, *span, how))
                     if kept:
                         inside.add(path)
                     if how != PLAIN:

@@ -45,6 +45,7 @@ def owned_buffers(
     owners: tuple[Any, ...] | BufferSet | None,
     holders: list[tuple[str, Any]] | None = None,
     remade: Collection[int] = (),
+    every_path: bool = False,
 ) -> BufferSet | None:
     """The buffers ``owners`` hold now, labelled ``owner.<path>`` (``owners[i].<path>``);
     with ``holders``, the same walk adds to it the structs and ``wp.Launch`` commands they
@@ -55,7 +56,7 @@ def owned_buffers(
     root = [f"owners[{i}]" for i in range(len(owners))] if len(owners) > 1 else "owner"
     if holders is None:
         return buffers_of(*owners, root=root)
-    owned, found = holders_of(*owners, root=root, remade=remade)
+    owned, found = holders_of(*owners, root=root, remade=remade, every_path=every_path)
     holders += found
     return owned
 
@@ -191,8 +192,8 @@ class CheckedGraph:
         remade = self.full_trace.remade if self.full_trace is not None else ()
         owned = owned_buffers(self._owners, holders, remade) or BufferSet()
 
-        def kept_now() -> BufferSet:  # what structs, commands and indexed arrays keep: walked where a label moved
-            return owned if holders is not None else owned_buffers(self._owners, [], remade) or BufferSet()
+        def kept_now() -> BufferSet:  # every path to every array: walked where a label is not a buffer's first now
+            return owned_buffers(self._owners, [], remade, every_path=True) or BufferSet()
 
         self._held_at = {}
         findings = checks.stale_pointers(self.baked, owned, kept_now, self._held_at)
