@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 
 import pytest
+import warp as wp
 
 import graphcheck as gc
 
@@ -97,6 +98,12 @@ JUDGED: dict[str, tuple[str, ...]] = {
     "vbd.example_vbd_gripper_soft_grid": (),
     "vbd.example_vbd_gripper_soft_triangle": (),
 }
+
+# Examples whose solver leaves its input and output states equal after each step, swapped an
+# odd number of times per call (VBD with an odd substep count): a replay equals eager stepping
+# while nothing writes the states between replays, and a reset of state_0 in place splits them
+# (the replay reads the other state); graphcheck reports the swap, a buffer-drift.
+MIRRORED_STATES = {"cable.example_cable_initial_rest_pose"}
 
 # The examples judged by hand, with breaks of their sites: module -> the test file.
 BY_HAND = {
@@ -185,5 +192,13 @@ def test_site(module):
     example = twins.subject
     checked = gc.capture(getattr(example, method), owners=(example,), on_failure="ignore")
     wrong = replay_against_twin(checked, twins, lambda e: getattr(e, method)(), replays=2)
+    if module in MIRRORED_STATES:
+        assert set(checked.report.kinds()) == {"buffer-drift"} and not wrong, (wrong, str(checked.report))
+        for built in (example, twins.twin):  # a reset between replays: the state the next step reads, in place
+            built.state_0.body_q.assign(built.state_0.body_q.numpy() + 0.01)
+        wp.capture_launch(checked.graph)
+        getattr(twins.twin, method)()
+        assert twins.differing(), "a reset of state_0 between replays left the replay equal to eager stepping"
+        return
     if bool(checked.report.findings) != bool(wrong):
         raise WrongVerdict(f"the replay differs from eager stepping in {wrong or 'nothing'}, yet:\n{checked.report}")
