@@ -31,7 +31,7 @@ import ctypes
 import heapq
 from typing import Any
 
-from .nodes import GraphNode
+from .nodes import GraphNode, GraphReadError
 
 __all__ = [
     "GraphInspectError",
@@ -53,7 +53,7 @@ PARAM_LAYOUTS = 12040
 CONDITIONAL_BODIES = 13020
 
 
-class GraphInspectError(RuntimeError):
+class GraphInspectError(GraphReadError):
     """The CUDA graph cannot be read: cuda-python or the NVIDIA driver is missing, or a
     driver call failed. The message says which, and what to do."""
 

@@ -190,7 +190,7 @@ class Session:
 
     __slots__ = (
         "_conditional_depth", "_tiled", "allocations_seen", "bodies", "conditionals", "deliver", "deterministic",
-        "eager", "fast_codes", "in_memset", "last_code", "owner", "pending", "traces", "uploading",
+        "eager", "fast_codes", "in_memset", "last_code", "ops", "owner", "pending", "traces", "uploading",
     )  # fmt: skip
 
     def __init__(self, traces: tuple[LaunchTrace, ...]) -> None:
@@ -217,6 +217,9 @@ class Session:
         self.in_memset = False
         self.allocations_seen = 0
         self.uploading = 0  # inside wp.array(data): allocations are filled from host memory
+        # The copies, memsets and native helpers in progress, innermost last: the calls of
+        # Warp's host entry points made meanwhile are theirs (see on_host_call).
+        self.ops: list[LaunchRecord] = []
         self._conditional_depth = 0
         self.conditionals: list[LaunchRecord] = []  # the wp.capture_if / capture_while calls in progress
         self.bodies: list[tuple[int, str, int]] = []  # the conditional bodies running: see _body
@@ -283,6 +286,8 @@ class Session:
 
     def finish(self, record: LaunchRecord, returned: bool) -> None:
         """After Warp's function for ``record`` returned (or raised: nothing was enqueued)."""
+        if self.ops and self.ops[-1] is record:
+            self.ops.pop()
         if returned:
             self.after_cuda_op(record, record.stream)
         else:
@@ -425,11 +430,15 @@ class Session:
         self._emit(record)
         if stream:  # a CPU operation has no capture span to take (the commonest while recording on the CPU)
             self.before_cuda_op(record, stream)
+        ops = self.ops
+        ops.append(record)
         try:
             result = call(*args, **kwargs)
         except BaseException:
             self.retract(record)
             raise
+        finally:
+            ops.pop()
         if stream:
             self.after_cuda_op(record, stream)
         return result
@@ -534,6 +543,7 @@ class Session:
         record.host_bytes = _warp.host_contents(src)
         self._emit(record)
         self.before_cuda_op(record, handle)  # finish() takes the other side of its span
+        self.ops.append(record)  # until finish()
         return record
 
     def on_memset(self, original: Callable[..., Any], name: str, arr: Any, args: Any, kwargs: Any) -> Any:
@@ -564,7 +574,29 @@ class Session:
             "native", name, False, None, _warp.native_args(name, args), str(device), 0, 0,
             handle, code, lasti, via, internal, next(_sequence), False, None, (),
         )  # fmt: skip
+        if not on_device:
+            record.host_calls = ((name, {}),)
         return self._run(record, original, args, {}, handle)
+
+    def on_host_call(self, original: Callable[..., Any], name: str, args: tuple[Any, ...]) -> Any:
+        """A call of one of Warp's host entry points (``wp_memcpy_h2h``, ``wp_memset_host``,
+        ``wp_bsr_transpose_host``...): part of the copy, memset or helper in progress, which
+        asked for it; else an operation of its own (a library calling Warp's native
+        library directly), kept with Warp's internal operations: what a CPU graph holds
+        for it is matched to it, and what it does not hold is reported."""
+        fields = _warp.host_call_fields(name, args)
+        ops = self.ops
+        if ops:
+            record = ops[-1]
+            record.host_calls = (*record.host_calls, (name, fields))
+            return original(*args)
+        code, lasti, via, _ = _caller(sys._getframe(2), name)
+        record = LaunchRecord(
+            "native", name, False, None, _warp.native_args(name, args), "cpu", 0, 0, None, code, lasti, via, True,
+            next(_sequence), False, None, (),
+        )  # fmt: skip
+        record.host_calls = ((name, fields),)
+        return self._run(record, original, args, {}, None)
 
     def on_deterministic(self, original: Callable[..., Any], args: tuple[Any, ...], kwargs: Any) -> Any:
         """Warp's deterministic launcher (``launch_deterministic(kernel, hooks, params,
@@ -601,6 +633,10 @@ class Session:
             "native", CPU_GRAPH_LAUNCH, False, None, {}, "cpu", 0, 0, None, code, lasti, via, internal,
             next(_sequence), False, None, (),
         )  # fmt: skip
+        if args and _warp.capturing_now("cpu", None):
+            # Launched inside a CPU capture: what the inner graph holds is what the outer
+            # graph should hold in its place (the cross-check holds one against the other).
+            record.host_calls = ((CPU_GRAPH_LAUNCH, {"graph": _inner_graph(args[0])}),)
         return self._run(record, original, args, {}, None)
 
     def on_conditional(
@@ -695,6 +731,16 @@ class Session:
         )  # fmt: skip
         for trace in self.traces:
             trace.add_allocation(allocation)
+
+
+def _inner_graph(state: Any) -> Any:
+    """What a CPU graph launched inside a capture holds (a :class:`graphcheck._warp.CpuGraph`),
+    or why it could not be read."""
+    address = getattr(state, "value", state)
+    try:
+        return _warp.read_cpu_state(int(address or 0))
+    except (_warp.CpuGraphUnreadable, TypeError, ValueError) as error:
+        return f"the graph launched could not be read: {error}"
 
 
 # The parameters of wp.capture_if / capture_while that take a body, in order.

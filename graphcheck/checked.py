@@ -15,12 +15,12 @@ import warnings
 from collections.abc import Callable, Collection
 from typing import Any
 
-from . import _warp, checks
+from . import _warp, checks, crosscheck
 from ._owners_probe import OwnersProbe, Unsupported
 from ._warnings import GraphCheckWarning, user_stacklevel
 from .buffers import BufferSet, arrays_of, buffers_of, holders_of
 from .fallback import Fallback, check_fallback
-from .findings import Report, act
+from .findings import Finding, Report, act
 from .graph import GraphMatch
 from .operations import Baked, BakedValue
 from .options import CaptureOptions, check_stream
@@ -80,8 +80,8 @@ class CheckedGraph:
             memset inside ``wp.zeros``), which made graph nodes too.
         device: the capture device.
         options: the :class:`~graphcheck.CaptureOptions` it was captured with.
-        graph_match: on CUDA, the graph's nodes matched to the trace (None when the
-            graph was not read).
+        graph_match: the graph's nodes matched to the trace (None when the graph was
+            not read): a CUDA graph's nodes, or the operations a CPU graph will replay.
         baked_values: the bytes the graph baked by value from structs and ``wp.Launch``
             commands the owners hold (:func:`graphcheck.replay.baked_values`).
         fallback: what :meth:`launch` runs in place of a graph that fails its checks
@@ -155,7 +155,8 @@ class CheckedGraph:
         return owned_buffers(self._owners) or BufferSet()
 
     def check_replay(self, on_failure: str | None = None) -> Report:
-        """Check that every address baked into the graph is still in a live owned buffer.
+        """Check the graph before it replays: every address it baked is still in a live
+        owned buffer, and the graph still holds what was captured.
 
         Every address that lay in a buffer of the owners at capture must still lie in
         that same buffer (by its label) and fit in it. A reassigned attribute, a freed
@@ -166,6 +167,14 @@ class CheckedGraph:
         baked from a struct or a ``wp.Launch`` command the owners hold must still be
         theirs: a field set or a parameter rebound since capture gives a ``scalar-drift``
         (``buffer-drift`` for an array, ``dim-drift`` for a command's dimensions).
+
+        The graph itself is read again and held against the record, as at capture: a
+        graph changed since gives a ``node-mismatch`` (or ``unrecorded-node``,
+        ``capture-error``) the capture's report did not have: on the CPU, a launch's
+        argument bytes or a copy's size rewritten in its operation stream; on CUDA, a node
+        changed in the graph (``cuGraphKernelNodeSetParams``), or another graph put in
+        :attr:`graph`. A CPU graph whose stream and region table are byte for byte those
+        read at capture is not matched again. (:meth:`launch` checks without this read.)
 
         Args:
             on_failure: ``"raise"``, ``"warn"``, ``"log"`` or ``"ignore"`` (default: as
@@ -178,6 +187,10 @@ class CheckedGraph:
             GraphCheckError: with ``on_failure="raise"``, when an address is stale.
             RuntimeError: when the capture failed and there is no graph.
         """
+        __tracebackhide__ = True
+        return self._check_replay(on_failure, graph=True)
+
+    def _check_replay(self, on_failure: str | None, graph: bool) -> Report:
         __tracebackhide__ = True
         name, device = self.report.name, self.device
         if not self._enabled:
@@ -201,13 +214,31 @@ class CheckedGraph:
             stale = {(finding.index, finding.arg) for finding in findings}  # an address said stale already
             changed = checks.stale_values(self.baked_values, dict(holders))
             findings += [finding for finding in changed if (finding.index, finding.arg) not in stale]
+        ran, skipped = ["replay"], []
+        if graph and self.graph_match is not None:
+            changed, partial = self._graph_again()
+            findings += changed
+            if partial:
+                skipped.append(("graph", "read again, in part: " + "; ".join(partial)))
+            else:
+                ran.append("graph")
         report = Report(findings, allow=self.options.allow, name=name, device=device,
-                        operations=self.report.operations, checks=["replay"])  # fmt: skip
+                        operations=self.report.operations, checks=ran, skipped=skipped)  # fmt: skip
         if report.findings or report.suppressed:
             for callback in list(_replay_observers):
                 callback(self, report)
         act(report, on_failure or self.options.on_failure)
         return report
+
+    def _graph_again(self) -> tuple[list[Finding], list[str]]:
+        """The graph read again and held against the record: the findings the capture's
+        report did not have, and what could not be checked."""
+        match, trace = self.graph_match, self.full_trace
+        if match is None or trace is None or match.holds_what_was_read(self.graph):
+            return [], []
+        again = crosscheck.check_graph(self.graph, trace, allow_foreign_nodes=self.options.allow_foreign_nodes)
+        known = {_said(f) for f in (*self.report.findings, *self.report.suppressed)}
+        return [f for f in again.findings if _said(f) not in known], again.notes
 
     def launch(self, stream: Any = None, *, fallback: str | None = None) -> None:
         """Check before replaying (as :attr:`replay_check` says), then ``wp.capture_launch``.
@@ -267,7 +298,7 @@ class CheckedGraph:
         self._replay_checked = True
         if self._probe is not None and self._probe.unchanged():
             return None
-        report = self.check_replay(on_failure)
+        report = self._check_replay(on_failure, graph=False)
         clean = "replay" in report.checks and not report.findings and not report.suppressed
         self._probe = self._owners_probe() if clean else None
         return report
@@ -303,6 +334,11 @@ class CheckedGraph:
 
     def __repr__(self) -> str:
         return f"<CheckedGraph on {self.device}: {'ok' if self.ok else dict(self.report.kinds())}>"
+
+
+def _said(finding: Finding) -> tuple[Any, ...]:
+    """What a finding says, to tell a finding of the capture's from a new one."""
+    return finding.kind, finding.kernel, finding.index, finding.values
 
 
 def _replaying(graph: Any) -> Callable[[Any], bool]:

@@ -3,8 +3,8 @@
 - :func:`drift` compares the eager reference call with the captured call;
 - :func:`allocations` finds buffers allocated during the captured call and baked into it;
 - :func:`ownership` finds addresses outside every buffer the owners hold;
-- :func:`cuda_rules` and :func:`cpu_dropped` find what a CPU capture runs but a CUDA one
-  cannot, or what an older Warp's CPU graph leaves out;
+- :func:`cuda_rules` finds what a CPU capture runs but a CUDA one cannot (what a CPU graph
+  leaves out, the graph cross-check finds: :mod:`graphcheck.crosscheck`);
 - :func:`capture_failed` turns a capture Warp could not complete into a finding;
 - :func:`stale_pointers` finds, before a replay, baked addresses the owners no longer hold.
 
@@ -30,7 +30,6 @@ from ._memo import ByIdentity
 from .buffers import buffers_of
 from .compare import Difference, compare_traces, reused, value_texts
 from .findings import KINDS, Allow, Finding, Report, make_finding
-from .operations import CPU_GRAPH_LAUNCH
 from .params import Address, ArrayRef, Opaque, ParamKind, ParamSpec, decode, launch_dim
 from .site import CodeKind, Site
 
@@ -40,7 +39,7 @@ if TYPE_CHECKING:
     from .record import LaunchTrace
 
 __all__ = [
-    "Outcome", "allocations", "capture_failed", "comparison", "cpu_dropped", "cuda_rules", "drift", "host_inputs",
+    "Outcome", "allocations", "capture_failed", "comparison", "cuda_rules", "drift", "host_inputs",
     "host_rules", "is_capture_error", "owned_by_producer", "ownership", "stale_pointers", "uncaptured",
 ]  # fmt: skip
 
@@ -786,61 +785,6 @@ def ownership(captured: LaunchTrace, owned: BufferSet, held: dict[int, Allocatio
     return findings
 
 
-def cpu_dropped(captured: LaunchTrace) -> list[Finding]:
-    """On the CPU, what this Warp's CPU graphs leave out: native helpers they do not replay
-    (``Mesh.refit()`` on every release; ``array_sum``, ``HashGrid.build`` and BVH refits
-    before 1.16), which the capture runs once, every replay keeping that one result; and a
-    ``wp.capture_launch`` of another CPU graph, which no replay runs. One finding per
-    operation and call site."""
-    findings = []
-    seen: set[tuple[str, Site]] = set()
-    for index, record in enumerate(captured.records):
-        if record.kind != "native" or (record.kernel, record.site) in seen:
-            continue
-        if record.kernel == CPU_GRAPH_LAUNCH:
-            seen.add((record.kernel, record.site))
-            findings.append(_cpu_graph_launch(index, record))
-            continue
-        if _warp.cpu_graph_replays(record.kernel):
-            continue
-        seen.add((record.kernel, record.site))
-        findings.append(
-            make_finding(
-                "capture-error",
-                f"{record.kernel} inside the captured call",
-                kernel=record.kernel,
-                index=index,
-                site=record.site,
-                values=(
-                    f"warp-lang {_warp.WARP_VERSION}'s CPU graphs do not replay it: the capture ran it once and "
-                    "every replay keeps that result (a CUDA graph replays it)"
-                ),
-                fix="run it outside the captured call, before each replay, or capture on a CUDA device",
-            )
-        )
-    return findings
-
-
-def _cpu_graph_launch(index: int, record: LaunchRecord) -> Finding:
-    return make_finding(
-        "capture-error",
-        "wp.capture_launch of a CPU graph inside the captured call",
-        kernel=record.kernel,
-        index=index,
-        site=record.site,
-        values=(
-            f"warp-lang {_warp.WARP_VERSION}'s CPU graphs do not record a graph launched inside a capture (Warp prints "
-            "'kernel launch during capture without APICLaunchInfo'): no replay runs the inner graph's work (a CUDA "
-            "capture records it as a child graph)"
-        ),
-        fix=(
-            "call the code the inner graph captured directly inside the captured call instead of wp.capture_launch "
-            "(a solver that captures its own step: let it step eagerly while an outer capture records it), or launch "
-            "the inner graph outside the captured call"
-        ),
-    )
-
-
 def cuda_rules(captured: LaunchTrace) -> list[Finding]:
     """On the CPU, what would break the same capture on CUDA: one finding per readback or
     synchronisation (and call site) inside the captured call.
@@ -1134,7 +1078,7 @@ def host_rules(captured: LaunchTrace, owned: BufferSet | None, *, strict: bool, 
     out.notes += undecoded(captured)
     out.findings += uncaptured(captured)
     if device.startswith("cpu"):
-        out.findings += cuda_rules(captured) + cpu_dropped(captured) + cpu_overloads(captured)
+        out.findings += cuda_rules(captured) + cpu_overloads(captured)
     if not len(captured):
         out.notes.append("the capture recorded no operation: the graph does nothing when replayed")
     return out

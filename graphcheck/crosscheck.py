@@ -1,4 +1,4 @@
-"""Stage 4b of the pipeline: hold the captured CUDA graph against the record.
+"""Stage 4b of the pipeline: hold the captured graph against the record.
 
 :func:`check` takes the :class:`~graphcheck.graph.GraphMatch` the graph layer made (each
 node with the recorded operation that made it, see :mod:`graphcheck.graph`) and finds:
@@ -7,11 +7,17 @@ node with the recorded operation that made it, see :mod:`graphcheck.graph`) and 
   grid, block or dynamic shared memory is not Warp's own configuration for the launch,
   or whose parameter bytes differ from the recorded bytes (naming the argument and the
   field, ``x.shape[0]``, ``params.dt``); a memcpy or memset node that does not copy or
-  set what its record says;
+  set what its record says. On the CPU: a kernel launch whose kernel, launch bounds or
+  argument bytes (pointer slots as the addresses replay resolves them to) differ from
+  the launch's, a copy, memset, fill or native helper whose addresses, sizes or values
+  differ from what the call asked Warp's native side for;
 - ``unrecorded-node``: a node no recorded operation made, unless Warp makes it itself
   (classified, not flagged): a Warp kernel no recorded launch made, or another library's
   work (kernels, copies, host callbacks, allocations), "foreign" and flagged unless
-  ``allow_foreign_nodes``.
+  ``allow_foreign_nodes``. On the CPU, any operation of the graph no record asked for;
+- ``capture-error``: on the CPU, a recorded operation the graph does not hold, whose
+  replays will therefore not run it (a ``Mesh.refit()``, Warp 1.15's ``array_inner``, the
+  kernels of a CPU graph launched inside the capture).
 
 What the match could not read or match (its gaps) comes back as notes: the cross-check
 is then partial.
@@ -21,11 +27,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ._cuda import GraphInspectError
+from . import _warp
 from ._words import article
 from .checks import Outcome
 from .findings import Finding, make_finding
 from .graph import GraphMatch, GraphNode, read_match
+from .nodes import GraphReadError
+from .operations import CPU_GRAPH_LAUNCH
 from .params import ArrayRef, expected_cuda_config, field_at
 
 if TYPE_CHECKING:
@@ -68,6 +76,13 @@ def _first_difference(a: bytes, b: bytes) -> int:
 def _kernel_mismatches(node: GraphNode, record: LaunchRecord) -> list[str]:
     problems: list[str] = []
     fields = node.fields
+    asked = node.asked
+    if asked is not None:  # a CPU graph's launch names its kernel and direction
+        if fields.get("name") != asked.get("name"):
+            problems.append(f"kernel {fields.get('name')!r} where Warp launched {asked.get('name')!r}")
+        if fields.get("adjoint") != asked.get("adjoint"):
+            direction = "the adjoint" if fields.get("adjoint") else "the forward"
+            problems.append(f"{direction} kernel where Warp launched the other")
     cuda = record.cuda
     if cuda is not None:
         # The CUfunction Warp launched, as recorded: asking Warp again could load another
@@ -88,6 +103,9 @@ def _kernel_mismatches(node: GraphNode, record: LaunchRecord) -> list[str]:
             problems.append(f"{fields.get('smem')} bytes of shared memory where Warp asked for {cuda.smem_bytes}")
     node_params = fields.get("params")
     recorded = record.param_bytes
+    if node_params is not None and fields.get("unresolved"):
+        # Pointer slots whose address could not be read: left out of both sides.
+        node_params, recorded = _masked(node_params, fields["unresolved"]), _masked(recorded, fields["unresolved"])
     if node_params is not None and recorded:
         if len(node_params) != len(recorded):
             problems.append(f"{len(node_params)} parameters where the launch passed {len(recorded)}")
@@ -102,6 +120,37 @@ def _kernel_mismatches(node: GraphNode, record: LaunchRecord) -> list[str]:
             name = field_at(record.layout, i, offset)
             problems.append(f"parameter {name} is {_word(got, offset)} where the launch passed {_word(want, offset)}")
     return problems
+
+
+def _masked(params: tuple[bytes, ...], slots: tuple[tuple[int, int], ...]) -> tuple[bytes, ...]:
+    out = [bytearray(p) for p in params]
+    for position, at in slots:
+        if position < len(out):
+            out[position][at : at + 8] = bytes(len(out[position][at : at + 8]))
+    return tuple(bytes(p) for p in out)
+
+
+def _asked_mismatches(node: GraphNode) -> list[str]:
+    """How a CPU graph's operation differs from what its recorded call asked for: every
+    field both name (addresses, sizes, counts, values)."""
+    problems = []
+    for key, want in (node.asked or {}).items():
+        if key in ("addresses", "graph") or key not in node.fields:
+            continue
+        got = node.fields[key]
+        if isinstance(want, ArrayRef):
+            want = want.ptr
+        if got != want:
+            problems.append(f"{key} {_shown(got)} where the call asked for {_shown(want)}")
+    return problems
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bytes):
+        return "0x" + value[::-1].hex() if value else "nothing"
+    if isinstance(value, int) and value > 0xFFFF:
+        return f"{value:#x}"
+    return repr(value)
 
 
 def _word(data: bytes, offset: int) -> str:
@@ -153,6 +202,8 @@ def check(match: GraphMatch, *, allow_foreign_nodes: bool = False) -> CrossCheck
             record = records[node.record]
             if node.type == "KERNEL" and record.kind == "launch":
                 problems = _kernel_mismatches(node, record)
+            elif node.asked is not None:
+                problems = _asked_mismatches(node)
             else:
                 problems = _copy_mismatches(node, record)
             if problems:
@@ -167,6 +218,15 @@ def check(match: GraphMatch, *, allow_foreign_nodes: bool = False) -> CrossCheck
                         detail={"node": node.handle, "problems": problems},
                     )
                 )
+        elif node.role == "unrecorded" and node.type != "KERNEL":
+            findings.append(
+                make_finding(
+                    "unrecorded-node",
+                    f"graph node {node.index}: {article(node.type.lower())} that no recorded operation asked for",
+                    values=_node_summary(node),
+                    detail={"node": node.handle, "type": node.type},
+                )
+            )
         elif node.role == "unrecorded":
             kernel = str(node.fields.get("warp_kernel") or node.name)
             findings.append(
@@ -192,11 +252,58 @@ def check(match: GraphMatch, *, allow_foreign_nodes: bool = False) -> CrossCheck
                     detail={"node": node.handle, "type": node.type},
                 )
             )
+    findings += _dropped(match)
     return CrossCheck(findings, list(match.gaps))
+
+
+def _dropped(match: GraphMatch) -> list[Finding]:
+    """One ``capture-error`` per operation (and call site) a CPU graph does not hold."""
+    records, positions = match.trace.records, match.positions
+    groups: dict[tuple[str, Any], list[Any]] = {}
+    for drop in match.dropped:
+        groups.setdefault((records[drop.record].kernel, records[drop.record].site), []).append(drop)
+    findings = []
+    for (kernel, site), drops in groups.items():
+        first = drops[0]
+        times = f" ({len(drops)} times)" if len(drops) > 1 else ""
+        if kernel == CPU_GRAPH_LAUNCH:
+            what = "wp.capture_launch of a CPU graph inside the captured call"
+            values = (
+                f"the CPU graph will not replay the launched graph's work: {first.why} (warp-lang "
+                f"{_warp.WARP_VERSION} replays a graph launched inside a CPU capture while it records, which records "
+                "none of its kernel launches; a CUDA capture records it as a child graph)"
+            )
+            fix = (
+                "call the code the inner graph captured directly inside the captured call instead of wp.capture_launch "
+                "(a solver that captures its own step: let it step eagerly while an outer capture records it), or "
+                "launch the inner graph outside the captured call"
+            )
+        else:
+            what = f"{kernel} inside the captured call{times}"
+            values = (
+                f"the CPU graph will not replay it: {first.why}; warp-lang {_warp.WARP_VERSION} ran it once, at "
+                "capture, and every replay keeps that result (a CUDA graph replays it)"
+            )
+            fix = "run it outside the captured call, before each replay, or capture on a CUDA device"
+        findings.append(
+            make_finding(
+                "capture-error",
+                what,
+                kernel=kernel,
+                index=positions.get(first.record),
+                site=site,
+                values=values,
+                fix=fix,
+                detail={"call": first.call, "graph": "cpu", "times": len(drops)},
+            )
+        )
+    return findings
 
 
 def _node_summary(node: GraphNode) -> str:
     fields = node.fields
+    if node.type == "KERNEL" and "grid" not in fields:  # a CPU graph's launch
+        return f"shape {fields.get('shape')}" + (", adjoint" if fields.get("adjoint") else "")
     if node.type == "KERNEL":
         return f"grid {fields.get('grid')}, block {fields.get('block')}"
     if node.type in ("MEMCPY", "MEMSET", "MEM_ALLOC", "MEM_FREE"):
@@ -212,6 +319,6 @@ def check_graph(graph: Any, trace: LaunchTrace, *, allow_foreign_nodes: bool = F
     """
     try:
         match = read_match(graph, trace)
-    except GraphInspectError as error:
-        return CrossCheck([], [f"the CUDA graph was not cross-checked: {error}"])
+    except GraphReadError as error:
+        return CrossCheck([], [f"the graph was not cross-checked: {error}"])
     return check(match, allow_foreign_nodes=allow_foreign_nodes)

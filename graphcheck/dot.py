@@ -97,20 +97,57 @@ def _drift(finding: Any) -> str | None:
     return f"{finding.arg}: {_short(finding.reference)} -> {_short(finding.captured)}"
 
 
-def _graph_lines(match: GraphMatch, flagged: dict[int, list[Any]]) -> list[str]:
-    """DOT lines for the nodes and edges of a CUDA graph as the driver holds them."""
-    records = match.trace.records
+class _Operations:
+    """How each recorded operation is drawn: its label, style and tooltip, with the findings
+    about it and the owned buffers it uses."""
+
+    def __init__(self, checked: CheckedGraph, flagged: dict[int, list[Any]]) -> None:
+        self.records = checked.trace.records if checked.trace is not None else []
+        self.owned = checked.owned_buffers() if self.records else None
+        self.flagged = flagged
+        self.ranges = _flagged_ranges(self.records, flagged)
+
+    def attributes(self, i: int) -> str:
+        record, findings = self.records[i], self.flagged.get(i, [])
+        names = {}
+        touches = False
+        for arg, ref in record.arrays():
+            hit = self.owned.buffer_at(ref.start) if self.owned is not None else None
+            if hit is not None:
+                names[arg] = hit.label
+            touches = touches or any(ref.start < end and start < ref.start + max(ref.nbytes, 1)
+                                     for start, end in self.ranges)  # fmt: skip
+        label = record_label(i, record, names=names)
+        style = _BAD if findings else _TOUCHES if touches else _GOOD
+        if findings:
+            drifts = [d for d in map(_drift, findings) if d]
+            label += "\\n" + "\\n".join(
+                _escape(t) for t in [*drifts, ", ".join(dict.fromkeys(f.kind for f in findings))]
+            )
+        tooltip = _escape("\n".join(f.message for f in findings) or f"#{i} {record.kernel} at {record.site.short}")
+        return f'label="{label}" tooltip="{tooltip}" {style}'
+
+
+def _graph_lines(match: GraphMatch, operations: _Operations) -> list[str]:
+    """DOT lines for the nodes and edges of a graph as the cross-check read them."""
     positions = match.positions
     lines = []
+    drawn: set[int] = set()
     for node in match.nodes:
         position = positions.get(node.record) if node.record is not None else None
-        if position is not None and node.role == "recorded":
-            label = record_label(position, records[node.record])  # type: ignore[index]
+        if position is not None and node.role == "recorded" and position < len(operations.records):
+            drawn.add(position)
+            attributes = operations.attributes(position)
         else:
             label = _escape(f"{node.type.lower()} {node.name}".strip()) + "\\n" + _escape(f"({node.role})")
-        bad = (position is not None and position in flagged) or node.role in ("unrecorded", "foreign")
-        lines.append(f'  n{node.handle} [label="{label}" {_BAD if bad else _GOOD}];')
+            bad = node.role in ("unrecorded", "foreign")
+            attributes = f'label="{label}" {_BAD if bad else _GOOD}'
+        lines.append(f"  n{node.handle} [{attributes}];")
         lines += [f"  n{dep} -> n{node.handle};" for dep in node.deps]
+    # Operations with findings the graph holds no node for (a CPU graph left them out).
+    for position in sorted(set(operations.flagged) - drawn):
+        if position < len(operations.records):
+            lines.append(f"  missing{position} [shape=note {operations.attributes(position)}];")
     return lines
 
 
@@ -128,33 +165,14 @@ def to_dot(checked: CheckedGraph, title: str | None = None) -> str:
         f'  label="{_escape(title)}"; labelloc=t; fontname="Helvetica";',
         '  node [shape=box fontname="Helvetica" fontsize=10];',
     ]
+    operations = _Operations(checked, flagged)
     match = checked.graph_match
     if match is not None:
-        lines += _graph_lines(match, flagged)
-    elif checked.trace is not None:
-        records = checked.trace.records
-        owned = checked.owned_buffers()
-        ranges = _flagged_ranges(records, flagged)
-        for i, record in enumerate(records):
-            names = {}
-            touches = False
-            for arg, ref in record.arrays():
-                hit = owned.buffer_at(ref.start)
-                if hit is not None:
-                    names[arg] = hit.label
-                touches = touches or any(ref.start < end and start < ref.start + max(ref.nbytes, 1)
-                                         for start, end in ranges)  # fmt: skip
-            label = record_label(i, record, names=names)
-            findings = flagged.get(i, [])
-            style = _BAD if findings else _TOUCHES if touches else _GOOD
-            if findings:
-                drifts = [d for d in map(_drift, findings) if d]
-                label += "\\n" + "\\n".join(
-                    _escape(t) for t in [*drifts, ", ".join(dict.fromkeys(f.kind for f in findings))]
-                )
-            tooltip = _escape("\n".join(f.message for f in findings) or f"#{i} {record.kernel} at {record.site.short}")
-            lines.append(f'  op{i} [label="{label}" tooltip="{tooltip}" {style}];')
-        lines += [f"  op{i} -> op{i + 1};" for i in range(len(records) - 1)]
+        lines += _graph_lines(match, operations)
+    else:
+        for i in range(len(operations.records)):
+            lines.append(f"  op{i} [{operations.attributes(i)}];")
+        lines += [f"  op{i} -> op{i + 1};" for i in range(len(operations.records) - 1)]
     unplaced = [f for f in checked.report.findings if f.index is None]
     for j, finding in enumerate(unplaced):
         lines.append(

@@ -1,12 +1,24 @@
-"""Stage 4a of the pipeline: read a captured CUDA graph once, and match its nodes to the
+"""Stage 4a of the pipeline: read a captured graph once, and match its nodes to the
 recorded operations.
 
-:func:`read_match` walks a ``wp.Graph`` (its raw ``cudaGraph_t``) with cuda-python, child
-graphs and conditional bodies included, and returns a :class:`GraphMatch`: every node
-with the operation that made it and its role, and what could not be read. The
-cross-check (:mod:`graphcheck.crosscheck`), the replay check's addresses
-(:meth:`GraphMatch.addresses`) and the picture (:mod:`graphcheck.dot`) all use that one
-match, so the driver reads a validated graph once.
+:func:`read_match` reads a ``wp.Graph`` and returns a :class:`GraphMatch`: every node with
+the operation that made it and its role, and what could not be read. On CUDA it walks the
+raw ``cudaGraph_t`` with cuda-python, child graphs and conditional bodies included; on the
+CPU it reads the operation stream Warp will replay (:func:`graphcheck._warp.read_cpu_graph`),
+one node per operation. The cross-check (:mod:`graphcheck.crosscheck`), the replay check's
+addresses (:meth:`GraphMatch.addresses`) and the picture (:mod:`graphcheck.dot`) all use
+that one match, so a validated graph is read once.
+
+How CPU operations are attributed: a CPU graph is a sequence, written in the order the
+capture issued its operations, so it is matched to the record by position
+(:func:`match_cpu`). Each recorded operation says what it asked Warp's native side for
+(its launch, or the calls of Warp's host entry points it made:
+:attr:`~graphcheck.LaunchRecord.host_calls`), and each such call wants one operation of the
+graph's, of the type that call records; a ``wp.capture_if`` / ``capture_while`` wants one
+conditional whose branches hold its bodies' operations. Where the two sequences slip (an
+operation the graph does not hold, one no record made), the nearest fit ahead is taken:
+what the graph holds that nothing asked for is ``"unrecorded"``, and what was asked that
+the graph does not hold is :attr:`GraphMatch.dropped`: a CPU graph's replay will not run it.
 
 How nodes are attributed: during a CUDA capture every recorded operation learns where
 the capturing stream stood just before and just after it (a
@@ -29,7 +41,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import _cuda, _warp
-from .nodes import CaptureSpan, GraphNode
+from .nodes import CaptureSpan, Dropped, GraphNode
+from .operations import CPU_GRAPH_LAUNCH
 from .params import ArrayRef, decode
 
 if TYPE_CHECKING:
@@ -38,9 +51,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CaptureSpan",
+    "Dropped",
     "GraphMatch",
     "GraphNode",
     "NodeAddress",
+    "match_cpu",
     "match_nodes",
     "read_match",
     "span_nodes",
@@ -80,13 +95,16 @@ class NodeAddress(NamedTuple):
 
 @dataclass
 class GraphMatch:
-    """A captured CUDA graph's nodes, each matched to the operation that made it.
+    """A captured graph's nodes, each matched to the operation that made it.
 
     Attributes:
         nodes: every node, in walk order, with ``record`` and ``role`` set.
         trace: the trace it was matched against (Warp's internal operations included).
         gaps: what could not be read, walked or matched, one sentence each: while any
             is left, a cross-check of this match is partial.
+        device: ``"cuda"`` or ``"cpu"``: which kind of graph was read.
+        dropped: on the CPU, what recorded operations asked for that the graph does not
+            hold (its replays will not run it).
     """
 
     nodes: list[GraphNode]
@@ -94,6 +112,16 @@ class GraphMatch:
     gaps: list[str] = field(default_factory=list)
     #: CUfunction -> (kernel, adjoint) for the kernel nodes of child graphs: how their bytes decode.
     child_kernels: dict[int, tuple[Any, bool]] = field(default_factory=dict)
+    device: str = "cuda"
+    dropped: list[Dropped] = field(default_factory=list)
+    #: On the CPU, what was read (a :class:`graphcheck._warp.CpuGraph`): see :meth:`holds_what_was_read`.
+    source: Any = None
+
+    def holds_what_was_read(self, graph: Any) -> bool:
+        """Whether ``graph`` still holds what this match read, without reading it again:
+        on the CPU its operation stream and region table compared byte for byte; on CUDA
+        never known (the graph is read again)."""
+        return self.source is not None and _warp.unchanged(graph, self.source)
 
     @property
     def complete(self) -> bool:
@@ -169,6 +197,8 @@ def _node_addresses(node: GraphNode, layout: Any) -> list[tuple[str, int, int]] 
     (the same enumeration as LaunchRecord.addresses: data, gradients, indices and struct
     fields alike). None for a kernel with no layout its bytes follow, and any other node."""
     fields = node.fields
+    if node.type != "KERNEL" and "addresses" in fields:  # a CPU graph's operation says them itself
+        return list(fields["addresses"])
     if node.type == "MEMCPY":
         return [
             (arg, fields[key], fields.get(f"{key}_extent", fields.get("nbytes", 1)))
@@ -444,20 +474,23 @@ def read_match(graph: Any, trace: LaunchTrace, reader: Any = None) -> GraphMatch
     """Read a captured ``wp.Graph`` once and match its nodes to ``trace``.
 
     Args:
-        graph: a ``wp.Graph`` from a CUDA capture (kept alive while reading).
+        graph: a ``wp.Graph`` from a CUDA or CPU capture (kept alive while reading).
         trace: the operations recorded while capturing, Warp's internal ones included.
-        reader: a :class:`graphcheck._cuda.Reader` (default: a new one, for this walk).
+        reader: on CUDA, a :class:`graphcheck._cuda.Reader` (default: a new one, for this walk).
 
     Raises:
-        ValueError: for a CPU graph or an external capture (no CUDA graph to read).
-        graphcheck._cuda.GraphInspectError: without cuda-python or a driver, or when the
-            driver cannot list the top graph's nodes (the message says which and why).
-            A node, a body or a child graph that cannot be read is a gap of the match.
+        ValueError: for an external capture (no graph to read).
+        graphcheck.nodes.GraphReadError: on CUDA without cuda-python or a driver, or when
+            the driver cannot list the top graph's nodes; on the CPU when the operation
+            stream cannot be read (the message says which and why). A node, a body or a
+            child graph that cannot be read is a gap of the match.
     """
+    if _warp.cpu_graph_state(graph) is not None:
+        return match_cpu(_warp.read_cpu_graph(graph), trace)
     handle = _warp.graph_handle(graph)
     if not handle:
         raise ValueError(
-            "this graph has no CUDA graph to read: it was captured on the CPU or by an external capture "
+            "this graph has no graph to read: it was captured by an external capture "
             f"(device {_warp.graph_device(graph)})"
         )
     reader = reader if reader is not None else _cuda.Reader()
@@ -543,3 +576,195 @@ def bodies_from_capture(nodes: Sequence[GraphNode], spans: Sequence[CaptureSpan]
         elif conditionals:
             out[conditionals[0].handle] = span.bodies
     return out
+
+
+# -- CPU graphs: matched by position -------------------------------------------------------------
+
+#: How far ahead the matching looks for an operation where the two sequences slip.
+_AHEAD = 32
+
+
+class _Want(NamedTuple):
+    """One operation a recorded operation wants the CPU graph to hold."""
+
+    record: int  # index in the trace
+    type: str | None  # node type; None: no CPU graph operation replays it
+    call: str  # what asked for it, for messages
+    asked: dict[str, Any]
+    branches: tuple[list[_Want], list[_Want]] | None = None  # a conditional's bodies
+
+
+def _wanted(records: Sequence[LaunchRecord]) -> list[_Want]:
+    """What the trace wants the graph to hold, in order: a conditional's bodies inside it."""
+    top: list[_Want] = []
+    bodies: dict[tuple[int, str], list[_Want]] = {}
+    for index, record in enumerate(records):
+        nested = record.nested
+        target = bodies.setdefault(nested[:2], []) if isinstance(nested, tuple) else top
+        kind = record.kind
+        if not record.device.startswith("cpu"):
+            continue
+        if kind == "launch":
+            kernel = record.kernel_object
+            asked = {"name": getattr(kernel, "key", None), "adjoint": record.adjoint, "params": record.param_bytes}
+            target.append(_Want(index, "KERNEL", record.kernel, asked))
+        elif kind == "conditional":
+            loop = record.kernel.endswith("capture_while")
+            branches = (
+                bodies.setdefault((record.seq, "while_body" if loop else "on_true"), []),
+                [] if loop else bodies.setdefault((record.seq, "on_false"), []),
+            )
+            condition = record.args.get("condition")
+            asked = {"kind": "while" if loop else "if", "condition": getattr(condition, "ptr", None)}
+            target.append(_Want(index, "CONDITIONAL", record.kernel, asked, branches))
+        else:
+            for name, fields in record.host_calls:
+                wanted = "GRAPH" if name == CPU_GRAPH_LAUNCH else _warp.node_type_for(name)
+                if wanted != _warp.SET_UP:
+                    target.append(_Want(index, wanted, name, fields))
+    return top
+
+
+def match_cpu(graph: Any, trace: LaunchTrace) -> GraphMatch:
+    """Match a CPU graph's operations to ``trace`` by position.
+
+    Args:
+        graph: what the graph holds (:func:`graphcheck._warp.read_cpu_graph`).
+        trace: the operations recorded while capturing, Warp's internal ones included.
+
+    Returns:
+        The match: each node matched to the operation that asked for it (``"recorded"``,
+        with what was asked in ``asked``), or ``"unrecorded"``; what the graph does not
+        hold in ``dropped``; a node that could not be read ``"unread"``, and a gap.
+    """
+    nodes: list[GraphNode] = graph.nodes
+    for node in nodes:
+        node.record, node.role, node.asked = None, "", None
+    dropped: list[Dropped] = []
+    _align(_wanted(trace.records), graph.streams.get(graph.top, []), graph.streams, dropped)
+    for node in nodes:
+        if node.error:
+            node.role = "unread"
+        elif not node.role:
+            node.role = "unrecorded"
+            if node.type == "KERNEL":
+                node.fields["warp_kernel"] = node.name
+    gaps = list(graph.gaps)
+    unread = [f"operation {n.index} ({n.type.lower()}): {n.error}" for n in nodes if n.error]
+    if unread:
+        gaps.append(f"{len(unread)} operation(s) of the CPU graph could not be read: {_listed(unread)}")
+    return GraphMatch(list(nodes), trace, gaps, device="cpu", dropped=dropped, source=graph)
+
+
+def _fits(want: _Want, node: GraphNode) -> bool:
+    """Whether ``node`` is the operation ``want`` asks for (its contents aside)."""
+    if node.type != want.type or node.error:
+        return False
+    if node.type == "KERNEL":
+        asked = want.asked
+        return node.fields.get("name") == asked["name"] and node.fields.get("adjoint") == asked["adjoint"]
+    if node.type == "CONDITIONAL":
+        return node.fields.get("kind") == want.asked["kind"]
+    return True
+
+
+def _ahead(items: Sequence[Any], start: int, test: Any) -> int | None:
+    return next((k for k in range(start, min(len(items), start + _AHEAD)) if test(items[k])), None)
+
+
+def _align(wants: list[_Want], nodes: list[GraphNode], streams: dict[int, list[GraphNode]], dropped: list) -> None:
+    """Match one stream's operations to what ``wants`` asks for, in order."""
+    i = j = 0
+    while i < len(wants):
+        want = wants[i]
+        node = nodes[j] if j < len(nodes) else None
+        if want.type is None:
+            dropped.append(Dropped(want.record, want.call, "Warp's CPU graphs have no operation for it"))
+        elif want.type == "GRAPH":
+            j = _align_launched(want, nodes, j, dropped)
+        elif node is not None and _fits(want, node):
+            _pair(want, node, streams, dropped)
+            j += 1
+        else:
+            found = _ahead(nodes, j, lambda n, w=want: _fits(w, n))
+            later = _ahead(wants, i + 1, lambda w, n=node: n is not None and _fits(w, n))
+            if found is not None and (later is None or found - j <= later - i):
+                _pair(want, nodes[found], streams, dropped)  # what lies before it, no record made
+                j = found + 1
+            elif node is not None and node.type == want.type and later is None:
+                _pair(want, node, streams, dropped)  # the same kind of operation: compared, it says how it differs
+                j += 1
+            else:
+                there = f"the graph holds {_described(node)} there" if node is not None else "the graph ends before it"
+                dropped.append(
+                    Dropped(want.record, want.call, f"the graph holds no {want.type.lower()} for it ({there})")
+                )
+        i += 1
+
+
+def _pair(want: _Want, node: GraphNode, streams: dict[int, list[GraphNode]], dropped: list) -> None:
+    node.record, node.role, node.asked = want.record, "recorded", want.asked
+    if want.branches is not None:
+        for body, stream in zip(want.branches, node.fields.get("graphs", ())):
+            _align(body, streams.get(stream, []), streams, dropped)
+
+
+def _described(node: GraphNode) -> str:
+    if node.type == "KERNEL":
+        return f"the launch of {node.name}" + (" (adjoint)" if node.fields.get("adjoint") else "")
+    return f"a {node.type.lower().replace('_', ' ')}"
+
+
+def _align_launched(want: _Want, nodes: list[GraphNode], j: int, dropped: list) -> int:
+    """A CPU graph launched inside the capture (``wp.capture_launch``): the operations of
+    the outer graph that replay what the inner graph holds, from ``j``; what they leave
+    out is dropped. Returns where the outer graph's next operation stands."""
+    inner = want.asked.get("graph")
+    if not isinstance(inner, _warp.CpuGraph):
+        dropped.append(Dropped(want.record, want.call, str(inner or "the graph launched could not be read")))
+        return j
+    missing: list[str] = []
+    flattened: list[str] = []
+    for node in inner.streams.get(inner.top, []):
+        if node.type != "CONDITIONAL":
+            if j < len(nodes) and _same_operation(node, nodes[j]):
+                _embed(want, node, nodes[j])
+                j += 1
+            else:
+                missing.append(_described(node))
+            continue
+        taken = []
+        for branch, stream in zip(("the first", "the second"), node.fields.get("graphs", ())):
+            body = inner.streams.get(stream, [])
+            held = 0
+            while held < len(body) and j < len(nodes) and _same_operation(body[held], nodes[j]):
+                _embed(want, body[held], nodes[j])
+                held, j = held + 1, j + 1
+            if held:
+                taken.append(branch)
+        kind = f"wp.capture_{node.fields.get('kind', 'if')}"
+        flattened.append(
+            f"its {kind} flattened to {taken[0]} branch, the one taken at capture (replays run it whatever the "
+            "condition)"
+            if taken
+            else f"not its {kind}"
+        )
+    if missing or flattened:
+        held = sum(1 for n in nodes if n.record == want.record)
+        parts = ([f"not {_listed(missing)}"] if missing else []) + flattened
+        why = f"it holds {held} of that graph's {len(inner.nodes)} operation(s): " + "; ".join(parts)
+        dropped.append(Dropped(want.record, want.call, why))
+    return j
+
+
+def _same_operation(inner: GraphNode, outer: GraphNode) -> bool:
+    """Whether an operation of a graph launched inside a capture is replayed by ``outer``."""
+    if inner.type != outer.type or inner.error or outer.error:
+        return False
+    skip = ("addresses", "unresolved")
+    return all(outer.fields.get(k) == v for k, v in inner.fields.items() if k not in skip)
+
+
+def _embed(want: _Want, inner: GraphNode, outer: GraphNode) -> None:
+    # The launch's record is the operation that made it: its addresses are checked before replay too.
+    outer.record, outer.role, outer.asked = want.record, "recorded", dict(inner.fields)

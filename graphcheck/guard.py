@@ -6,7 +6,8 @@
    capture the call with a real ``wp.ScopedCapture`` under a trace (CUDA or CPU);
 2. **judge** (:func:`judge`, the one function to read first): compare the two, check
    every address against the owners' buffers and the allocations made during the call,
-   cross-check the CUDA graph's nodes, and write the report;
+   cross-check the graph's nodes (a CUDA graph's, or the operations a CPU graph will
+   replay), and write the report;
 3. and hand back a :class:`~graphcheck.CheckedGraph` whose
    :meth:`~graphcheck.CheckedGraph.launch` checks, before replaying, that every address
    baked into the graph is still a live owned buffer.
@@ -29,14 +30,14 @@ from types import CodeType, TracebackType
 from typing import Any
 
 from . import _warp, checks, crosscheck
-from ._cuda import GraphInspectError
 from ._words import article
 from .buffers import BufferSet
 from .checked import CheckedGraph, owned_buffers
 from .config import DISABLED, disabled_by_environment
 from .fallback import Fallback, on_failure_with
-from .findings import NOT_APPLICABLE, Finding, Report, act, comment_allowances
+from .findings import Finding, Report, act, comment_allowances
 from .graph import GraphMatch, read_match
+from .nodes import GraphReadError
 from .operations import BakedValue
 from .options import CaptureOptions, check_option_names
 from .record import LaunchTrace, keep_hooks, trace_launches
@@ -75,7 +76,7 @@ def judge(
         site: the line that opened the capture, whose suppression comment allows kinds in it.
 
     Returns:
-        The report, and on CUDA the graph's nodes matched to ``trace`` (None when not read).
+        The report, and the graph's nodes matched to ``trace`` (None when not read).
     """
     user = trace.user_view()  # what the call itself issued: what the host-side checks judge
     strict = options.strict_ownership
@@ -86,17 +87,16 @@ def judge(
     outcome += checks.host_rules(user, owned, strict=strict, device=device)
     outcome += checks.owned_by_producer(user, owned, reference, validated_before=validated_before)
     match = None
-    if graph is not None and _warp.graph_handle(graph):
+    if graph is not None and (_warp.graph_handle(graph) or _warp.cpu_graph_state(graph) is not None):
         try:  # read once: the replay check's addresses and the picture use the same match
             match = read_match(graph, trace)
-        except GraphInspectError as error:
-            outcome.skipped.append(("graph", f"the captured CUDA graph could not be read: {error}"))
+        except GraphReadError as error:
+            which = "CPU" if device.startswith("cpu") else "CUDA"
+            outcome.skipped.append(("graph", f"the captured {which} graph could not be read: {error}"))
         else:
             outcome += crosscheck.check(match, allow_foreign_nodes=options.allow_foreign_nodes).outcome()
-    elif not device.startswith("cpu"):
-        outcome.skipped.append(("graph", "the captured CUDA graph could not be read: its nodes were not cross-checked"))
-    else:  # a CPU graph has no nodes to read: said, without making the report partial
-        outcome.skipped.append(("graph", f"{NOT_APPLICABLE} on cpu"))
+    else:
+        outcome.skipped.append(("graph", "the captured graph could not be read: its nodes were not cross-checked"))
     comments, unknown = comment_allowances(site, (record.site for record in user))
     outcome.notes.extend(unknown)
     return outcome.report(allow=options.allow + comments, name=name, device=device, operations=len(user)), match

@@ -1,10 +1,12 @@
-"""Leaf value types of a CUDA launch and a captured CUDA graph: what Warp asked the driver
-for, a node as read, and where an operation stood.
+"""Leaf value types of a launch and a captured graph: what Warp asked the driver for, a
+node as read, where an operation stood, and what a graph left out.
 
 Plain data, with no import of Warp or cuda-python: the driver adapter
-(:mod:`graphcheck._cuda`) makes the nodes, the recording session stores a
-:class:`CudaLaunch` and a :class:`CaptureSpan` on each CUDA operation it records, and the
-graph layer (:mod:`graphcheck.graph`) matches one against the other.
+(:mod:`graphcheck._cuda`) makes the nodes of a CUDA graph, the Warp adapter
+(:mod:`graphcheck._warp`) those of a CPU graph (one node per operation its stream
+holds), the recording session stores a :class:`CudaLaunch` and a :class:`CaptureSpan` on
+each CUDA operation it records, and the graph layer (:mod:`graphcheck.graph`) matches
+one against the other.
 """
 
 from __future__ import annotations
@@ -12,7 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-__all__ = ["CaptureSpan", "CudaLaunch", "GraphNode"]
+__all__ = ["CaptureSpan", "CudaLaunch", "Dropped", "GraphNode", "GraphReadError"]
+
+
+class GraphReadError(RuntimeError):
+    """A captured graph cannot be read: on CUDA, cuda-python or the driver is missing or a
+    driver call failed; on the CPU, Warp's operation stream is in a format or layout
+    graphcheck does not read. The message says which, and what to do."""
 
 
 class CudaLaunch(NamedTuple):
@@ -62,17 +70,23 @@ class CaptureSpan(NamedTuple):
 
 @dataclass
 class GraphNode:
-    """One node of a captured CUDA graph.
+    """One node of a captured graph: a CUDA graph node, or one operation of a CPU graph.
 
     Attributes:
         index: position in the walk (topological order, bodies after their node).
-        handle: the ``CUgraphNode``.
-        graph: the ``CUgraph`` holding it.
+        handle: the ``CUgraphNode``; on the CPU, where the operation starts in the graph's
+            operation stream, plus one.
+        graph: the ``CUgraph`` holding it; on the CPU, the stream holding it (the graph's,
+            or a ``wp.capture_if`` / ``capture_while`` branch).
         depth: 0 in the top graph, 1 inside a child graph or conditional body...
         type: ``"KERNEL"``, ``"MEMCPY"``, ``"MEMSET"``, ``"MEM_ALLOC"``, ``"MEM_FREE"``,
             ``"GRAPH"`` (child graph), ``"CONDITIONAL"``, ``"EVENT_RECORD"``,
-            ``"WAIT_EVENT"``, ``"EMPTY"``, ``"HOST"``... ``"UNKNOWN"`` when unreadable.
-        deps: handles of the nodes it depends on.
+            ``"WAIT_EVENT"``, ``"EMPTY"``, ``"HOST"``... ``"UNKNOWN"`` when unreadable. A CPU
+            graph also holds ``"MEMTILE"`` (a fill) and Warp's native helpers (``"SCAN"``,
+            ``"REDUCTION"``, ``"RADIX_SORT"``, ``"SEGMENTED_SORT"``, ``"RUNLENGTH_ENCODE"``,
+            ``"BSR_FROM_TRIPLETS"``, ``"BSR_TRANSPOSE"``, ``"BVH_REFIT"``, ``"BVH_REBUILD"``,
+            ``"HASH_GRID_UPDATE"``).
+        deps: handles of the nodes it depends on (on the CPU, the operation before it).
         fields: for a kernel ``func``, ``name``, ``grid``, ``block``, ``smem``, ``params``
             (bytes per parameter, None when they could not be read) and
             ``params_unread`` (why not); for a memcpy ``dst``, ``src``, ``nbytes``,
@@ -80,6 +94,13 @@ class GraphNode:
             and ``src_kind`` (``"device"``, ``"host"``...); for a memset ``dst``,
             ``value``, ``element_size``, ``nbytes``, ``extent``; for alloc and free ``dst``
             (and ``nbytes``); for child graphs and conditionals ``graphs`` (the bodies).
+            A CPU kernel has ``name`` (Warp's kernel key), ``module``, ``adjoint``,
+            ``shape``, ``size`` and ``params`` as replay will pass them (the launch bounds,
+            then each argument's bytes, pointer slots holding the addresses they resolve
+            to); a fill ``dst``, ``value`` (bytes), ``element_size``, ``count``, ``nbytes``;
+            a native helper its buffers' addresses and its counts by the names its Warp
+            function gives them (``keys``, ``count``); every CPU node ``addresses``, the
+            ``(argument, start, bytes)`` it will touch.
         error: why the node could not be read ('' when it was).
         record: index of the recorded operation that made it, once matched (or None).
         role: what the matching decided it is: ``"recorded"`` (the node an operation
@@ -88,6 +109,8 @@ class GraphNode:
             ``"structure"`` (child graph and conditional nodes no operation claims),
             ``"embedded"`` (inside a child graph), ``"unread"``, ``"unrecorded"`` (a Warp
             kernel no recorded launch made) or ``"foreign"`` (from outside Warp).
+        asked: on the CPU, once matched, what the recorded call asked Warp's native side
+            for (the fields this node must hold: ``dst``, ``nbytes``, ``value``...); else None.
     """
 
     index: int
@@ -100,8 +123,24 @@ class GraphNode:
     error: str = ""
     record: int | None = None
     role: str = ""
+    asked: dict[str, Any] | None = None
 
     @property
     def name(self) -> str:
         """A kernel node's function name ('' for other nodes, or when unknown)."""
         return str(self.fields.get("name", "") or "")
+
+
+class Dropped(NamedTuple):
+    """A recorded operation a CPU graph does not hold: its replays will not run it.
+
+    Attributes:
+        record: index of the operation in the trace the graph was matched against.
+        call: what the operation asked Warp's native side for (``"mesh_refit_host"``,
+            ``"memset_host"``), or what a graph launched inside the capture held.
+        why: what the graph holds in its place, one sentence.
+    """
+
+    record: int
+    call: str
+    why: str

@@ -78,6 +78,11 @@ class LaunchRecord:
             place).
         host_bytes: for a copy from host memory (a CPU or pinned array), what the source
             held when the copy was issued (its bytes, or a digest of large ones); else None.
+        host_calls: the calls of Warp's host entry points the operation made, in order:
+            ``(name, what it asked)`` (``("memcpy_h2h", {"dst": ..., "src": ..., "nbytes":
+            ...})``, see :func:`graphcheck._warp.host_call_fields`); a native helper's own
+            call first; for a CPU graph launched inside a CPU capture, what that graph held.
+            What a CPU graph must hold for the operation.
     """
 
     __slots__ = (
@@ -96,6 +101,7 @@ class LaunchRecord:
         "cuda",
         "device",
         "host_bytes",
+        "host_calls",
         "internal",
         "kernel_object",
         "kind",
@@ -158,6 +164,7 @@ class LaunchRecord:
         self.capture: CaptureSpan | None = None
         self.uncaptured: int | None = None
         self.host_bytes: bytes | None = None
+        self.host_calls: tuple[tuple[str, dict[str, Any]], ...] = ()
 
     # -- what -----------------------------------------------------------------------------
 

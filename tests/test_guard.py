@@ -167,7 +167,7 @@ def test_report_text_groups_findings_and_to_dict_is_json_ready():
     assert [f["kind"] for f in data["findings"]] == ["scalar-drift", "per-call-allocation"]
     assert data["findings"][0]["reference"] == 3 and data["findings"][0]["captured"] == 4  # the later calls compared
     assert data["findings"][0]["site"]["file"].endswith("test_guard.py")
-    assert json.loads(checked.report.to_json())["checks"] == ["compare", "allocations", "ownership"]
+    assert json.loads(checked.report.to_json())["checks"] == ["compare", "allocations", "ownership", "graph"]
 
 
 def test_every_finding_names_kernel_argument_index_site_values_and_fix():
@@ -249,7 +249,7 @@ def test_capture_passes_arguments_and_infers_owners_from_them():
         wp.launch(K.damp, dim=8, inputs=[state["x"], alpha], device=DEVICE)
 
     checked = gc.capture(step, state, 0.5, device=DEVICE)
-    assert checked.ok and checked.report.checks == ("compare", "allocations", "ownership")
+    assert checked.ok and checked.report.checks == ("compare", "allocations", "ownership", "graph")
 
 
 def test_capture_options_pass_through_to_scoped_capture():
@@ -365,7 +365,7 @@ def test_a_guard_without_reference_or_owners_says_what_it_did_not_check():
         sim.step()
     skipped = dict(guard.report.skipped)
     assert "no reference call" in skipped["compare"] and "no owners" in skipped["ownership"]
-    assert guard.report.checks == ("allocations",)
+    assert guard.report.checks == ("allocations", "graph")
     assert guard.report.status == "partial" and not guard.report.ok
     assert "NOT checked: compare, ownership, replay" in guard.report.headline()
 
@@ -593,7 +593,11 @@ def test_a_mesh_refit_a_cpu_graph_does_not_replay_is_a_capture_error():
     sim = Refit(DEVICE)
     checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), on_failure="ignore")
     assert {(f.kind, f.kernel) for f in checked.report.findings} == {("capture-error", "mesh_refit_host")}
-    assert "CPU graphs do not replay it" in checked.report.findings[0].message
+    # Found by the graph cross-check: the graph holds no operation for the refit.
+    assert "the CPU graph will not replay it: Warp's CPU graphs have no operation for it" in (
+        checked.report.findings[0].message
+    )
+    assert "graph" in checked.report.checks
 
 
 def test_launch_tiled_compares_the_block_size_asked_for():
@@ -669,14 +673,15 @@ def test_an_unused_extra_temporary_does_not_shift_the_one_used():
     assert gc.capture(sim.step, device=DEVICE, owners=(sim,)).report.ok
 
 
-def test_on_the_cpu_the_graph_cross_check_is_said_not_applicable_and_the_verdict_stays_passed():
+def test_on_the_cpu_the_graph_is_cross_checked_and_the_verdict_stays_passed():
     sim = P.DeviceCounter(DEVICE)
     checked = gc.capture(sim.step, device=DEVICE, owners=(sim,))
     report = checked.report
     assert report.status == "passed" and report.ok, str(report)
-    assert ("graph", "not applicable on cpu") in report.skipped and not report.not_run
-    assert "NOT checked: graph: not applicable on cpu" in report.text().splitlines()
-    assert {"check": "graph", "reason": "not applicable on cpu"} in json.loads(report.to_json())["skipped"]
+    assert report.checks == ("compare", "allocations", "ownership", "graph") and not report.skipped
+    assert "checked: compare, allocations, ownership, graph" in report.text().splitlines()
+    assert json.loads(report.to_json())["skipped"] == []
+    assert [(n.type, n.role) for n in checked.graph_match.nodes] == [("KERNEL", "recorded")]
     assert "replay-safe" in report.headline()
     # The verdict is a claim: replayed, the graph computes what eager stepping does.
     assert gc.verify_replay(P.DeviceCounter, steps=3, device=DEVICE).ok

@@ -93,4 +93,4 @@ def test_run_s_sarif_keeps_out_of_the_program_s_output_and_says_what_was_not_che
     notifications = log["runs"][0]["invocations"][0]["toolExecutionNotifications"]
     levels = {n["message"]["text"].split(": ", 1)[1].split(" NOT")[0]: n["level"] for n in notifications}
     assert levels["compare"] == "warning"  # ...and the log says so
-    assert levels["graph"] == "note"  # the graph cross-check cannot apply on the CPU: no warning
+    assert "graph" not in levels  # the CPU graph's cross-check ran

@@ -13,6 +13,7 @@ import warp as wp
 import graphcheck as gc
 from tests import kernels as K
 from tests.internals import _warp
+from tests.releases import WARP_RELEASE
 
 INSTALLED = _warp.release(wp.__version__)
 NEWER = "warp-lang {} is newer than the releases graphcheck was tested with (1.15 to 1.19)"
@@ -128,23 +129,25 @@ def test_version_names_graphcheck_warp_and_cuda_python():
 
 
 @pytest.mark.parametrize("helper", ["array_sum", "array_inner"])
-def test_the_table_says_which_reductions_a_cpu_graph_replays(helper, cpu):
+def test_the_cross_check_finds_which_reductions_a_cpu_graph_replays(helper, cpu):
     """Warp 1.15's CPU graphs leave reductions out (they run once, at capture); 1.16 on
-    replay them. The table must say what this release really does."""
+    replay them. The graph cross-check finds which from the graph itself, on every release."""
     x = wp.full(8, 1.0, dtype=float, device=cpu)
     out = wp.zeros(1, dtype=float, device=cpu)
     reduce = getattr(wp.utils, helper)
     args = (x,) if helper == "array_sum" else (x, x)
-    with wp.ScopedCapture(device=cpu) as capture:
-        reduce(*args, out=out)
+    checked = gc.capture(lambda: reduce(*args, out=out), device=cpu, owners=(x, out), on_failure="ignore")
     x.fill_(2.0)
     out.zero_()
-    wp.capture_launch(capture.graph)
+    wp.capture_launch(checked.graph)
     replayed = out.numpy()[0] != 0.0
-    assert replayed == _warp.cpu_graph_replays(f"{helper}_float_host")
-    assert _warp.cpu_graph_replays(f"{helper}_float_host", "1.15.0") is False
-    assert _warp.cpu_graph_replays(f"{helper}_float_host", "1.16.0") is True
-    assert _warp.cpu_graph_replays("radix_sort_pairs_int_host", "1.15.0") is True
+    dropped = [f for f in checked.report.findings if f.kind == "capture-error"]
+    assert replayed == (not dropped), str(checked.report)
+    assert replayed == (WARP_RELEASE >= (1, 16))
+    assert "graph" in checked.report.checks
+    if dropped:
+        assert dropped[0].kernel == f"{helper}_float_host"
+        assert "the graph holds no reduction for it" in dropped[0].message
 
 
 @wp.kernel
@@ -152,20 +155,20 @@ def finds_a_face(mesh: wp.uint64, p: wp.vec3, found: wp.array(dtype=int)):
     found[0] = wp.where(wp.mesh_query_point(mesh, p, 0.5).result, 1, 0)
 
 
-def test_the_table_says_a_cpu_graph_replays_no_mesh_refit(cpu):
+def test_the_cross_check_finds_that_a_cpu_graph_replays_no_mesh_refit(cpu):
     """No supported release records Mesh.refit() in a CPU graph: the replay leaves the BVH
-    where the capture put it."""
+    where the capture put it, and the cross-check finds no operation for it."""
     points = wp.array([[0, 0, 0], [1, 0, 0], [0, 1, 0]], dtype=wp.vec3, device=cpu)
     mesh = wp.Mesh(points=points, indices=wp.array([0, 1, 2], dtype=int, device=cpu))
     found = wp.zeros(1, dtype=int, device=cpu)
-    with wp.ScopedCapture(device=cpu) as capture:
-        mesh.refit()
+    checked = gc.capture(mesh.refit, device=cpu, owners=(points, found), on_failure="ignore")
+    (finding,) = checked.report.findings
+    assert (finding.kind, finding.kernel) == ("capture-error", "mesh_refit_host")
+    assert "Warp's CPU graphs have no operation for it" in finding.message
     points.assign([[10, 10, 10], [11, 10, 10], [10, 11, 10]])
-    wp.capture_launch(capture.graph)
+    wp.capture_launch(checked.graph)
     wp.launch(finds_a_face, dim=1, inputs=[mesh.id, wp.vec3(10.2, 10.2, 10.0), found], device=cpu)
-    replayed = bool(found.numpy()[0])
-    assert replayed == _warp.cpu_graph_replays("mesh_refit_host")
-    assert not replayed
+    assert not found.numpy()[0]
     mesh.refit()  # eager: the BVH follows the points
     wp.launch(finds_a_face, dim=1, inputs=[mesh.id, wp.vec3(10.2, 10.2, 10.0), found], device=cpu)
     assert found.numpy()[0] == 1

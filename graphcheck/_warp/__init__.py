@@ -10,6 +10,8 @@ private attributes. Its modules, each importing only those above it:
 - :mod:`~graphcheck._warp.layouts`: a kernel's parameter block as Warp packs it, as
   plain :class:`graphcheck.params.ParamSpec` trees;
 - :mod:`~graphcheck._warp.capture`: Warp's own capture API and what a graph holds;
+- :mod:`~graphcheck._warp.cpu_graph`: what a CPU graph will replay, read back from
+  Warp's operation stream;
 - :mod:`~graphcheck._warp.hooks`: the hooks that report every operation Warp enqueues to
   the recording session of the current context, and :data:`HOOKS`, the one object that
   installs and removes them.
@@ -37,6 +39,19 @@ from .capture import (
     patch_capture_api,
     replay_once,
     scoped_capture,
+)
+from .cpu_graph import (
+    CPU_GRAPH_FORMATS,
+    SET_UP,
+    CpuGraph,
+    CpuGraphUnreadable,
+    cpu_graph_state,
+    host_call_fields,
+    node_type_for,
+    read_cpu_graph,
+    read_cpu_state,
+    stream_format,
+    unchanged,
 )
 from .hooks import (
     ACTIVE,
@@ -113,7 +128,6 @@ from .version import (
     WARP_VERSION,
     UnsupportedWarpError,
     check_warp,
-    cpu_graph_replays,
     missing_internals,
     newer_release_warning,
     release,
@@ -125,6 +139,7 @@ __all__ = [
     "ALLOCATING_FUNCTIONS",
     "AT_COUNTED_SLOTS",
     "AT_THREAD",
+    "CPU_GRAPH_FORMATS",
     "HOOKS",
     "IN_STRIDE_LOOP",
     "LAUNCH",
@@ -140,10 +155,13 @@ __all__ = [
     "PENDING_KIND",
     "PENDING_MAX_BLOCKS",
     "REPLAY",
+    "SET_UP",
     "TESTED_WARP_VERSIONS",
     "USER_ALLOCATORS",
     "WARP_INTERNALS",
     "WARP_VERSION",
+    "CpuGraph",
+    "CpuGraphUnreadable",
     "Recorder",
     "UnsupportedWarpError",
     "abort_capture",
@@ -167,8 +185,8 @@ __all__ = [
     "code_kind",
     "command_params",
     "compiled_kernel",
-    "cpu_graph_replays",
     "cpu_graph_shares_overload_code",
+    "cpu_graph_state",
     "cpu_kernel_code",
     "cuda_available",
     "cuda_function_map",
@@ -183,6 +201,7 @@ __all__ = [
     "graph_handle",
     "graph_module_execs",
     "hooks_installed",
+    "host_call_fields",
     "host_contents",
     "in_capture_machinery",
     "is_array",
@@ -197,11 +216,14 @@ __all__ = [
     "missing_internals",
     "native_args",
     "newer_release_warning",
+    "node_type_for",
     "overwritten_params",
     "pack_params",
     "patch_capture_api",
     "plain_value",
     "process_caches",
+    "read_cpu_graph",
+    "read_cpu_state",
     "release",
     "replay_config",
     "replay_once",
@@ -210,6 +232,7 @@ __all__ = [
     "resolve_overload",
     "same_kernel_key",
     "scoped_capture",
+    "stream_format",
     "stream_handle",
     "stream_is_capturing",
     "struct_bytes",
@@ -218,4 +241,5 @@ __all__ = [
     "structure_classes",
     "structure_handle",
     "structure_memory",
+    "unchanged",
 ]  # fmt: skip

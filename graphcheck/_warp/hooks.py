@@ -30,6 +30,10 @@ The interposition points (Warp 1.15 to 1.19; what differs: see ``WARP_INTERNALS`
 ``_init_from_data``           allocation tracker names the first frame outside Warp)
 ``core.wp_<native helper>``   ctypes attributes: sort, scan, reductions, hash grid,
                               BVH and mesh builds, recorded as opaque operations
+``core.wp_*_host``            ctypes attributes: every other host entry point that
+``wp_memcpy_h2h``             does work (the sparse helpers, a raw copy...), and the
+cpu ``Device.memset/memtile`` CPU device's bound memset and fill: each call is part
+                              of the operation in progress, or one of its own
 ``launch_deterministic``      module attribute: a deterministic-mode launch's own
                               native work, one opaque operation around its phases
 ``core.wp_apic_cpu_replay_*`` ctypes attributes: ``wp.capture_launch`` of a CPU graph
@@ -46,6 +50,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
+import re
 import sys
 import types
 import warnings
@@ -59,6 +64,7 @@ import warp._src.types as _types
 
 from .._warnings import GraphCheckWarning, user_stacklevel
 from ..site import qualified_name
+from .cpu_graph import SET_UP, node_type_for
 from .objects import stream_handle, structure_classes
 from .version import _COPY_INTENT, _CPU_INVOKERS, _LAUNCH_INTENT, _NATIVE_HELPER, _fail, _runtime, check_warp
 
@@ -356,6 +362,17 @@ def _plan_patches(recorder: Recorder) -> list[_Patch]:
         if match:
             original = getattr(core, name)
             attr(name, core, name, _make_native_hook(name, original, match["where"] == "device"))
+    # Every other call of Warp's host entry points that does work (a copy, a memset, the
+    # sparse matrix helpers; a library may call them directly), and the CPU device's memset
+    # and memtile, which Warp binds to wp_memset_host and wp_memtile_host once: what a CPU
+    # graph holds for each call is matched to it.
+    for name in dir(core):
+        if _HOST_CALL.match(name) and not _NATIVE_HELPER.match(name) and node_type_for(name[3:]) != SET_UP:
+            attr(name, core, name, _make_host_call_hook(name[3:], getattr(core, name)))
+    cpu = _runtime().get_device("cpu")
+    for method, name in (("memset", "memset_host"), ("memtile", "memtile_host")):
+        if callable(vars(cpu).get(method)):
+            attr(f"cpu.{method}", cpu, method, _make_host_call_hook(name, vars(cpu)[method]))
     # Structures made while recording: allocations of their ids (and a host texture's texels).
     for structure in structure_classes():
         if "__init__" in vars(structure):
@@ -784,6 +801,21 @@ def _make_structure_hook(original: Callable[..., Any]) -> Callable[..., Any]:
     __init__.__qualname__ = original.__qualname__
     __init__.__doc__ = original.__doc__
     return __init__
+
+
+#: Warp's host entry points: its CPU launch and copy, and every ``wp_*_host`` function.
+_HOST_CALL = re.compile(r"^wp_(\w+_host|memcpy_h2h)$")
+
+
+def _make_host_call_hook(name: str, original: Any) -> Callable[..., Any]:
+    def hook(*args: Any) -> Any:
+        session = current_session()
+        if session is None:
+            return original(*args)
+        return session.on_host_call(original, name, args)
+
+    hook.__name__ = f"wp_{name}"
+    return hook
 
 
 #: Warp's native CPU graph replays: a captured graph, and one loaded from a file (1.19+).

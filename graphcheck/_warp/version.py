@@ -215,23 +215,3 @@ def _add_overload(kernel: Any, arg_types: list[Any]) -> Any:
     """The overload ``wp.launch`` makes of a generic kernel for these inferred types."""
     add = getattr(kernel, "_add_normalized_overload", None) or kernel.add_overload
     return add(arg_types)
-
-
-#: Native helpers Warp's CPU graphs record only from a release on (``apic_record_*`` in
-#: ``warp/native/apic.cpp``), None for none of the supported ones. Before it, a call inside
-#: a CPU capture runs once, at capture time, and is not in the graph: a replay keeps the
-#: capture's result.
-_CPU_GRAPH_RECORDS_SINCE: dict[str, tuple[int, int] | None] = {
-    "array_sum": (1, 16), "array_inner": (1, 16), "hash_grid_update": (1, 16), "bvh_refit": (1, 16),
-    "bvh_rebuild": (1, 16), "mesh_refit": None,
-}  # fmt: skip
-
-
-def cpu_graph_replays(label: str, version: str = WARP_VERSION) -> bool:
-    """Whether a CPU graph captured on Warp ``version`` replays native helper ``label``
-    (``"array_sum_float_host"``, as recorded)."""
-    match = _NATIVE_HELPER.match(f"wp_{label}")
-    if match is None or match["stem"] not in _CPU_GRAPH_RECORDS_SINCE:
-        return True
-    since = _CPU_GRAPH_RECORDS_SINCE[match["stem"]]
-    return since is not None and release(version) >= since

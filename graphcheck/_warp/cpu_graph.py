@@ -1,0 +1,625 @@
+"""What a captured CPU graph will replay, read back from Warp's own operation stream.
+
+A Warp CPU graph (``wp.ScopedCapture(device="cpu")``) runs nothing while it is captured:
+each operation is written as a packed record into one byte stream of a native
+``APICState`` (``warp/native/apic_internal.h``; the records are the ``#pragma pack(1)``
+structs of ``warp/native/apic_types.h``), and ``wp.capture_launch`` walks that stream.
+A record addresses memory as a region id and an offset; the state's region table gives
+each region's live base pointer, the address replay will use.
+
+:func:`read_cpu_graph` copies the stream and the region table out of the state and turns
+every record into a :class:`~graphcheck.nodes.GraphNode`, as the CUDA reader turns a
+graph's nodes: a kernel launch with its argument bytes as replay will pass them (pointer
+slots holding the addresses they resolve to), copies, memsets and fills with their
+addresses, sizes and values, Warp's native helpers with their buffers and counts, and a
+``wp.capture_if`` / ``capture_while`` with its branches.
+
+Nothing Warp exports hands out the stream with the region table, so both are read from
+the state's memory, behind a layout check made on every read: the operation count at its
+place equals the one ``wp_apic_get_operation_count`` answers, the records walk to the
+stream's exact end, every region Python registered for the capture has the base pointer
+Warp's capture helper holds for it, and every region a record names is in the table.
+Warp's own save (``wp_apic_state_save``, which writes a ``.wrp`` file) is the other
+route: it gives the same stream and its format version, but not the live base pointers,
+and it copies every buffer the graph touched into the file (too slow to take on every
+capture, and refused for graphs that refit a BVH or update a hash grid). It is taken to
+learn the format version (once, from an empty state), and for a graph whose memory
+fails the layout check: its nodes then carry no addresses, and the cross-check says so.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import struct
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..nodes import GraphNode, GraphReadError
+from .version import WARP_VERSION, _runtime
+
+__all__ = [
+    "CPU_GRAPH_FORMATS",
+    "SET_UP",
+    "CpuGraph",
+    "CpuGraphUnreadable",
+    "cpu_graph_state",
+    "host_call_fields",
+    "node_type_for",
+    "read_cpu_graph",
+    "read_cpu_state",
+    "stream_format",
+    "unchanged",
+]
+
+#: The operation stream formats graphcheck reads (``APIC_FORMAT_VERSION``): 14 is Warp
+#: 1.15's, 15 that of 1.16 and 1.17, 16 that of 1.18, 18 that of 1.19. The records are
+#: laid out alike in all of them; 14 lacks the reductions, BVH and hash grid records
+#: (Warp 1.15's CPU graphs leave those helpers out), and before 16 a launch's shape is
+#: signed.
+CPU_GRAPH_FORMATS = (14, 15, 16, 18)
+
+
+class CpuGraphUnreadable(GraphReadError):
+    """A CPU graph's operation stream cannot be read; the message says why."""
+
+
+@dataclass
+class CpuGraph:
+    """What a CPU graph holds, read back.
+
+    Attributes:
+        nodes: every operation in walk order: a ``wp.capture_if`` / ``capture_while``
+            (type ``"CONDITIONAL"``) right before its branches' operations.
+        streams: the operations of each stream by its id: ``top`` (the graph's own), and
+            one per branch of each conditional (its node's ``fields["graphs"]``).
+        top: the id of the graph's own stream.
+        format: the stream's format version (``APIC_FORMAT_VERSION``).
+        source: ``"memory"`` (the state read in place) or ``"save"`` (Warp's own save).
+        gaps: what could not be read, one sentence each (nodes without addresses).
+        read: the stream and region table bytes as read from memory (empty from a save):
+            what :func:`unchanged` compares.
+    """
+
+    nodes: list[GraphNode]
+    streams: dict[int, list[GraphNode]]
+    top: int
+    format: int
+    source: str
+    gaps: list[str] = field(default_factory=list)
+    read: tuple[bytes, bytes] = (b"", b"")
+
+
+# -- the stream format -------------------------------------------------------------------
+
+_format: int | None = None
+
+
+def stream_format() -> int:
+    """The format version this Warp writes its CPU graphs in, learnt once from Warp's own
+    save of an empty state (the ``.wrp`` header's version).
+
+    Raises:
+        CpuGraphUnreadable: when the save fails, or the format is not one graphcheck reads.
+    """
+    global _format
+    if _format is None:
+        core = _runtime().core
+        state = core.wp_apic_create_state()
+        try:
+            header = _saved(state)[:8]
+        finally:
+            core.wp_apic_destroy_state(ctypes.c_void_p(state))
+        if len(header) < 8 or header[:4] != b"WRP1":
+            raise CpuGraphUnreadable(f"warp-lang {WARP_VERSION} saved an empty CPU graph without a WRP1 header")
+        _format = struct.unpack_from("<I", header, 4)[0]
+    if _format not in CPU_GRAPH_FORMATS:
+        raise CpuGraphUnreadable(
+            f"warp-lang {WARP_VERSION} writes its CPU graphs in format {_format}, which graphcheck does not read "
+            f"(it reads {', '.join(map(str, CPU_GRAPH_FORMATS))}: Warp 1.15 to 1.19)"
+        )
+    return _format
+
+
+def _saved(state: int) -> bytes:
+    """Warp's own save of an APIC state, as the bytes of the ``.wrp`` file it writes."""
+    runtime = _runtime()
+    handle, path = tempfile.mkstemp(prefix="graphcheck-", suffix=".wrp")
+    os.close(handle)
+    try:
+        if not runtime.core.wp_apic_state_save(ctypes.c_void_p(state), path.encode(), 0, None):
+            raise CpuGraphUnreadable(f"Warp's save of the graph failed: {runtime.get_error_string() or 'no reason'}")
+        with open(path, "rb") as saved:
+            return saved.read()
+    finally:
+        os.unlink(path)
+
+
+# -- the state in memory ---------------------------------------------------------------------
+
+# struct APICState (warp/native/apic_internal.h, the same in Warp 1.15 to 1.19) as x86-64
+# and aarch64 compilers with libstdc++ lay it out: three bools, the operation stream (a
+# std::vector: begin, end, capacity), the operation count, the region info map (a std::map,
+# 48 bytes), the region table (a std::vector of {u64 base, u64 size, bool valid}, 24 bytes
+# an entry) and the next region id. Every read checks it (see _state_memory).
+_STATE_BYTES = 120
+_CPU, _VALIDATED = 1, 2
+_STREAM, _COUNT, _REGIONS, _NEXT_REGION = 8, 32, 88, 112
+_REGION_ENTRY = struct.Struct("<QQ?7x")
+_VECTOR = struct.Struct("<QQQ")
+
+
+def cpu_graph_state(graph: Any) -> int | None:
+    """The ``APICState`` address of a CPU graph, or None for any other graph."""
+    device = getattr(graph, "device", None)
+    state = getattr(graph, "apic_state", None)
+    if not getattr(device, "is_cpu", False) or state is None:
+        return None
+    address = state.value if isinstance(state, ctypes.c_void_p) else state
+    return int(address) if address else None
+
+
+def _vector(header: bytes, at: int, what: str) -> tuple[int, int]:
+    begin, end, capacity = _VECTOR.unpack_from(header, at)
+    if not begin <= end <= capacity or (begin == 0) != (end == 0):
+        raise CpuGraphUnreadable(f"the graph's {what} is not where Warp 1.15 to 1.19 keep it ({begin:#x}..{end:#x})")
+    return begin, end - begin
+
+
+def _state_bytes(state: int) -> tuple[bytes, bytes, bytes]:
+    """``(header, stream, region table)`` of an APICState as its memory holds them."""
+    header = ctypes.string_at(state, _STATE_BYTES)
+    begin, nbytes = _vector(header, _STREAM, "operation stream")
+    table, table_bytes = _vector(header, _REGIONS, "region table")
+    stream = ctypes.string_at(begin, nbytes) if nbytes else b""
+    return header, stream, ctypes.string_at(table, table_bytes) if table_bytes else b""
+
+
+def unchanged(graph: Any, read: CpuGraph) -> bool:
+    """Whether a CPU graph still holds, byte for byte, the stream and region table ``read``
+    found in it (False for another graph, or one read from a save)."""
+    state = cpu_graph_state(graph)
+    if state is None or state != read.top or read.source != "memory":
+        return False
+    try:
+        _, stream, table = _state_bytes(state)
+    except CpuGraphUnreadable:
+        return False
+    return (stream, table) == read.read
+
+
+def _state_memory(state: int, python_regions: dict[int, int]) -> tuple[bytes, int, dict[int, tuple[int, int]], bytes]:
+    """``(stream, operation count, region id -> (base, size), region table bytes)`` read
+    from an APICState, checked against what Warp answers and what Python registered."""
+    core = _runtime().core
+    header, stream, raw = _state_bytes(state)
+    count = struct.unpack_from("<I", header, _COUNT)[0]
+    answered = int(core.wp_apic_get_operation_count(ctypes.c_void_p(state)))
+    if count != answered or header[_CPU] != 1 or header[_VALIDATED] > 1:
+        raise CpuGraphUnreadable(
+            f"the graph's state is not laid out as graphcheck reads it (operation count {count} where Warp answers "
+            f"{answered})"
+        )
+    table_bytes = len(raw)
+    next_region = struct.unpack_from("<I", header, _NEXT_REGION)[0]
+    entries = table_bytes // _REGION_ENTRY.size
+    if table_bytes % _REGION_ENTRY.size or (entries and entries != next_region):
+        raise CpuGraphUnreadable(
+            f"the graph's region table is not laid out as graphcheck reads it ({table_bytes} bytes, next region id "
+            f"{next_region})"
+        )
+    regions = {
+        rid: (base, size)
+        for rid, (base, size, valid) in enumerate(_REGION_ENTRY.iter_unpack(raw))
+        if valid
+    }  # fmt: skip
+    for rid, base in python_regions.items():
+        if regions.get(rid, (None,))[0] != base:
+            raise CpuGraphUnreadable(
+                f"region {rid} of the graph's region table does not hold the buffer Python registered for it "
+                f"({base:#x}): its layout is not the one graphcheck reads"
+            )
+    return stream, count, regions, raw
+
+
+def _python_regions(graph: Any) -> dict[int, int]:
+    """Region id -> base pointer of the buffers Warp's Python side registered for a capture."""
+    capture = getattr(graph, "_apic_capture", None)
+    entries = getattr(capture, "_regions", None) or {}
+    return {int(entry[0]): int(entry[1]) for entry in list(entries.values())}
+
+
+def _saved_stream(state: int) -> tuple[bytes, int]:
+    """``(stream, operation count)`` from Warp's own save (its OPERATIONS section)."""
+    blob = _saved(state)
+    sections, table = struct.unpack_from("<IQ", blob, 12)
+    for i in range(sections):
+        kind, _, offset, size, _ = struct.unpack_from("<IIQQQ", blob, table + 32 * i)
+        if kind == 3:  # APIC_SECTION_OPERATIONS: the count, then the stream
+            return blob[offset + 4 : offset + size], struct.unpack_from("<I", blob, offset)[0]
+    raise CpuGraphUnreadable("Warp's save of the graph holds no operations section")
+
+
+def read_cpu_graph(graph: Any, *, source: str = "memory") -> CpuGraph:
+    """Every operation a captured CPU graph will replay, in order.
+
+    Args:
+        graph: a ``wp.Graph`` captured on the CPU.
+        source: ``"memory"`` (the graph's state, read in place: the default) or ``"save"``
+            (Warp's own save of it, which holds no live addresses; slow).
+
+    Raises:
+        CpuGraphUnreadable: the graph is no CPU capture, its format is not one graphcheck
+            reads, or its stream cannot be read (the message says why).
+    """
+    state = cpu_graph_state(graph)
+    if state is None:
+        raise CpuGraphUnreadable("this graph holds no CPU operation stream (it was not captured on the CPU)")
+    return read_cpu_state(state, _python_regions(graph), source=source)
+
+
+def read_cpu_state(state: int, python_regions: dict[int, int] | None = None, *, source: str = "memory") -> CpuGraph:
+    """:func:`read_cpu_graph` of a graph's ``APICState`` address (the one ``wp.capture_launch``
+    hands Warp's replay); ``python_regions`` (region id -> base) are checked against it."""
+    version = stream_format()
+    layout, table = "", b""
+    if source == "save":
+        stream, count = _saved_stream(state)
+        regions: dict[int, tuple[int, int]] | None = None
+    else:
+        try:
+            stream, count, regions, table = _state_memory(state, python_regions or {})
+        except CpuGraphUnreadable as error:
+            stream, count = _saved_stream(state)  # the records are still Warp's own
+            regions = None
+            layout = str(error)
+    reader = _Reader(stream, version, regions, state)
+    reader.walk(0, len(stream), count, state, 0)
+    gaps = []
+    if regions is None:
+        why = layout or "Warp's save holds no live addresses"
+        gaps.append(f"the addresses the graph's operations use could not be read ({why}): they were not compared")
+    if regions is None:
+        return CpuGraph(reader.nodes, reader.streams, state, version, "save", gaps)
+    return CpuGraph(reader.nodes, reader.streams, state, version, "memory", gaps, (stream, table))
+
+
+# -- the records ---------------------------------------------------------------------------
+
+_OP = struct.Struct("<II")
+_LAUNCH = {
+    True: struct.Struct("<II4iiQQiiiiBB2xHHHHII"),  # before format 16 the shape is signed
+    False: struct.Struct("<II4IiQQiiiiBB2xHHHHII"),
+}
+_PARAM = struct.Struct("<HHIII")
+_RELOC = struct.Struct("<IiQB7x")
+_DATA_PTR, _HANDLE = 1, 2
+_COND = struct.Struct("<IIiIQIIII")
+_U64 = struct.Struct("<Q")
+
+#: APIC operation type -> the node type it reads as.
+_TYPES = {
+    1: "KERNEL", 2: "MEMCPY", 3: "MEMCPY", 4: "MEMCPY", 5: "MEMSET", 6: "MEM_ALLOC", 7: "CONDITIONAL",
+    8: "CONDITIONAL", 9: "SCAN", 10: "MEMTILE", 11: "SEGMENTED_SORT", 12: "RADIX_SORT", 13: "RUNLENGTH_ENCODE",
+    14: "BSR_FROM_TRIPLETS", 15: "BSR_TRANSPOSE", 16: "REDUCTION", 17: "BVH_REFIT", 18: "BVH_REBUILD",
+    19: "HASH_GRID_UPDATE",
+}  # fmt: skip
+#: Operation types format 14 (Warp 1.15) does not have.
+_SINCE_15 = (16, 17, 18, 19)
+_APIC_TYPES = {
+    1: ("int32", 4),
+    2: ("uint32", 4),
+    3: ("int64", 8),
+    4: ("uint64", 8),
+    5: ("float32", 4),
+    6: ("float64", 8),
+}
+
+# The fixed records: operation type -> (struct after the header, field names). Region
+# fields come in pairs, "<name>_region" and "<name>_offset", and read as the address
+# "<name>"; the names are those Warp's Python functions give the helpers' arguments.
+_FIXED: dict[int, tuple[struct.Struct, tuple[str, ...]]] = {
+    op: (struct.Struct("<" + fmt), tuple(names.split()))
+    for op, (fmt, names) in {
+        2: ("iIQQ", "dst_region _ dst_offset nbytes"),
+        3: ("iiQQQ", "dst_region src_region dst_offset src_offset nbytes"),
+        4: ("iiQQQ", "dst_region src_region dst_offset src_offset nbytes"),
+        5: ("iiQQ", "dst_region value dst_offset nbytes"),
+        6: ("iIQ", "dst_region _ nbytes"),
+        9: ("iiQQIiiiBB2x", "dest_region src_region dest_offset src_offset count src_stride dest_stride type_length "
+                            "dtype inclusive"),
+        10: ("iIQQ", "dst_region element_size dst_offset count"),
+        11: ("iiiiQQQQIIB3x", "keys_region values_region segment_starts_region segment_ends_region keys_offset "
+                              "values_offset segment_starts_offset segment_ends_offset count segments dtype"),
+        12: ("iiQQIiiiB3x", "keys_region values_region keys_offset values_offset count begin_bit end_bit value_size "
+                            "dtype"),
+        13: ("iiiiQQQQI4x", "values_region run_values_region run_lengths_region run_count_region values_offset "
+                            "run_values_offset run_lengths_offset run_count_offset count"),
+        14: ("iiiiiB3xQ10i10Q", "block_size scalar_size rows columns nnz_upper_bound masked_topology zero_mask "
+                                "tpl_nnz_region tpl_rows_region tpl_columns_region tpl_values_region "
+                                "summed_offsets_region summed_indices_region offsets_region row_counts_region "
+                                "columns_region nnz_region tpl_nnz_offset tpl_rows_offset tpl_columns_offset "
+                                "tpl_values_offset summed_offsets_offset summed_indices_offset offsets_offset "
+                                "row_counts_offset columns_offset nnz_offset"),
+        15: ("11i8Q", "rows columns nnz_upper_bound offsets_region row_counts_region columns_region "
+                      "transposed_offsets_region transposed_row_counts_region transposed_columns_region "
+                      "block_indices_region status_region offsets_offset row_counts_offset columns_offset "
+                      "transposed_offsets_offset transposed_row_counts_offset transposed_columns_offset "
+                      "block_indices_offset status_offset"),
+        16: ("iiiIQQQiiiBB2x", "a_region b_region out_region count a_offset b_offset out_offset stride_a stride_b "
+                               "type_length kind dtype"),
+        17: ("QiI", "bvh constructor _"),
+        18: ("QiI", "bvh constructor _"),
+        19: ("QdiiQQiiiBB2x", "grid radius points_region groups_region points_offset groups_offset count "
+                              "points_stride groups_stride type_id has_groups"),
+    }.items()
+}  # fmt: skip
+
+
+class _Reader:
+    """Reads one stream's records into nodes (one reader per read of a graph)."""
+
+    def __init__(self, data: bytes, version: int, regions: dict[int, tuple[int, int]] | None, state: int) -> None:
+        self.data = data
+        self.version = version
+        self.regions = regions
+        self.launch = _LAUNCH[version < 16]
+        self.nodes: list[GraphNode] = []
+        self.streams: dict[int, list[GraphNode]] = {}
+        # A step launches the same kernel on the same arguments many times: a launch
+        # record's bytes read once serve every copy of it in this graph.
+        self._kernels: dict[bytes, dict[str, Any]] = {}
+
+    def walk(self, start: int, end: int, count: int, stream: int, depth: int) -> list[GraphNode]:
+        data, out = self.data, []
+        self.streams[stream] = out
+        pos, previous = start, ()
+        for _ in range(count):
+            if pos + 8 > end:
+                raise CpuGraphUnreadable(f"the operation stream ends at byte {end} inside an operation's header")
+            op, size = _OP.unpack_from(data, pos)
+            if size < 8 or pos + size > end:
+                raise CpuGraphUnreadable(f"the operation at byte {pos} claims {size} bytes, past its stream's end")
+            node = GraphNode(len(self.nodes), pos + 1, stream, depth, _TYPES.get(op, "UNKNOWN"), previous)
+            self.nodes.append(node)
+            out.append(node)
+            try:
+                self._read(node, op, pos, size, depth)
+            except (struct.error, ValueError, KeyError) as error:
+                node.error = f"its record could not be read ({type(error).__name__}: {error})"
+            pos += size
+            previous = (node.handle,)
+        if pos != end:
+            raise CpuGraphUnreadable(f"the operations end at byte {pos} of a stream of {end} bytes")
+        return out
+
+    def address(self, region: int, offset: int) -> int | None:
+        """The address a region and an offset resolve to (None for no region, or none known)."""
+        if region < 0 or self.regions is None:
+            return None
+        entry = self.regions.get(region)
+        if entry is None:
+            raise KeyError(f"region {region} is not in the graph's region table")
+        return entry[0] + offset
+
+    def _read(self, node: GraphNode, op: int, pos: int, size: int, depth: int) -> None:
+        if op not in _TYPES or (self.version < 15 and op in _SINCE_15):
+            node.error = f"operation type {op} is not one of format {self.version}'s"
+            return
+        if op == 1:
+            key = self.data[pos : pos + size]
+            fields = self._kernels.get(key)
+            if fields is None:
+                fields = self._kernels[key] = self._kernel(pos, size)
+            node.fields = dict(fields)
+        elif op in (7, 8):
+            self._conditional(node, op, pos, size, depth)
+        else:
+            layout, names = _FIXED[op]
+            values = dict(zip(names, layout.unpack_from(self.data, pos + 8)))
+            node.fields = _fixed_fields(op, values, self.address, self.data[pos + 8 + layout.size : pos + size])
+
+    def _kernel(self, pos: int, size: int) -> dict[str, Any]:
+        data = self.data
+        (_, _, *shape, ndim, total, _, _, _, _, _, forward, _, key_len, hash_len, nparams, _, nrelocs,
+         value_size) = self.launch.unpack_from(data, pos)  # fmt: skip
+        q = pos + self.launch.size
+        key = data[q : q + key_len].decode(errors="replace")
+        q += key_len
+        module = data[q : q + hash_len].decode(errors="replace")
+        q += hash_len
+        bindings = nparams if forward else 2 * nparams
+        params = list(_PARAM.iter_unpack(data[q : q + _PARAM.size * bindings]))
+        q += _PARAM.size * bindings
+        relocs = list(_RELOC.iter_unpack(data[q : q + _RELOC.size * nrelocs]))
+        q += _RELOC.size * nrelocs
+        values = data[q : q + value_size]
+        if q + value_size - pos != size or len(params) != bindings or len(relocs) != nrelocs:
+            raise ValueError(f"a launch record of {size} bytes whose parts do not add up")
+        ndim = min(max(ndim, 1), 4)
+        blobs, pointers, at = [], [], 0
+        for position, (_, count, offset, blob_size, _) in enumerate(params, 1):
+            blob = values[offset : offset + blob_size]
+            if count:
+                patched = bytearray(blob)
+                for slot, region, region_offset, kind in relocs[at : at + count]:
+                    if kind == _DATA_PTR:
+                        address = self.address(region, region_offset)
+                        if address is None:  # no live address known: the slot is not compared
+                            pointers.append((position, slot))
+                            continue
+                    else:  # a handle replays as the captured id; an explicit null as 0
+                        address = region_offset if kind == _HANDLE else 0
+                    _U64.pack_into(patched, slot, address)
+                blob = bytes(patched)
+                at += count
+            blobs.append(blob)
+        return {
+            "name": key,
+            "module": module,
+            "adjoint": not forward,
+            "shape": tuple(shape[:ndim]),
+            "size": total,
+            "params": (_launch_bounds(shape, ndim, total), *blobs),
+            "unresolved": tuple(pointers),
+        }
+
+    def _conditional(self, node: GraphNode, op: int, pos: int, size: int, depth: int) -> None:
+        _, _, region, _, offset, a_size, a_count, b_size, b_count = _COND.unpack_from(self.data, pos)
+        a_start = pos + _COND.size
+        if a_start + a_size + b_size != pos + size:
+            raise ValueError(f"a conditional record of {size} bytes whose branches do not add up")
+        condition = self.address(region, offset)
+        branches = (node.handle * 2, node.handle * 2 + 1)  # ids no operation's handle takes
+        node.fields = {
+            "kind": "while" if op == 8 else "if",
+            "condition": condition,
+            "graphs": branches,
+            "addresses": [("condition", condition, 4)] if condition is not None else [],
+        }
+        self.walk(a_start, a_start + a_size, a_count, branches[0], depth + 1)
+        self.walk(a_start + a_size, a_start + a_size + b_size, b_count, branches[1], depth + 1)
+
+
+def _launch_bounds(shape: list[int], ndim: int, size: int) -> bytes:
+    """The ``launch_bounds_t<ndim>`` replay builds from a launch record (``apic.cpp``):
+    the shape, the thread count, and the folding multiplier it derives from them."""
+    at = (4 * ndim + 7) & ~7
+    product = 1
+    for extent in shape[:ndim]:
+        product *= extent
+    multiplier = size // product if product and size > product else 1
+    return struct.pack(f"<{ndim}I{at - 4 * ndim}xQQ", *[s & 0xFFFFFFFF for s in shape[:ndim]], size, multiplier)
+
+
+def _fixed_fields(op: int, values: dict[str, Any], address: Callable[[int, int], int | None], tail: bytes) -> dict:
+    """A fixed record's fields: each region and offset pair as the address it resolves to."""
+    if op == 16 and values["kind"] != 2:  # array_sum names its input and stride so
+        values = {_SUM_NAMES.get(name, name): value for name, value in values.items()}
+    regions = [name[: -len("_region")] for name in values if name.endswith("_region")]
+    fields: dict[str, Any] = {
+        name: value for name, value in values.items() if not name.endswith(("_region", "_offset")) and name != "_"
+    }
+    for name in regions:
+        fields[name] = address(values[f"{name}_region"], values[f"{name}_offset"])
+    dtype, element = _APIC_TYPES.get(values.get("dtype", 0), ("", 0))
+    if "dtype" in values:
+        fields["dtype"] = dtype
+    if op == 16:
+        fields["kind"] = "inner" if values["kind"] == 2 else "sum"
+        if fields["kind"] == "sum":
+            regions.remove("b")
+            del fields["b"], fields["stride_b"]
+    elif op == 19:
+        fields["has_groups"] = bool(values["has_groups"])
+    elif op == 10:  # a fill: its value follows the record
+        fields["value"] = tail
+        fields["nbytes"] = values["element_size"] * values["count"]
+    nbytes = fields.get("nbytes", 0)
+    if op in (2, 3, 4, 5, 6, 10):
+        fields["dst_extent"] = fields["extent"] = fields["src_extent"] = nbytes
+        fields["dst_kind"] = fields["src_kind"] = "host"
+        if op == 5:
+            fields["element_size"] = 1
+    count = values.get("count", 0)
+    fields["addresses"] = [
+        (_ARGUMENTS.get(name, name), fields[name], _extent(op, name, nbytes, count, element))
+        for name in regions
+        if fields[name] is not None
+    ]  # fmt: skip
+    return fields
+
+
+#: The names a copy's or memset's record gives the addresses a node calls dst and src.
+_ARGUMENTS = {"dst": "dest"}
+
+
+#: A sum's names for a reduction record's first input and its stride (array_sum's own).
+_SUM_NAMES = {"a_region": "values_region", "a_offset": "values_offset", "stride_a": "stride"}
+
+
+def _extent(op: int, name: str, nbytes: int, count: int, element: int) -> int:
+    """How many bytes an operation may touch from one of its addresses (at least one)."""
+    if op in (2, 3, 4, 5, 6, 10):
+        return max(nbytes, 1)
+    if op in (11, 12) and name in ("keys", "values"):
+        return max(2 * count * element, 1)  # a sort works through twice the count
+    if op in (9, 13, 16) and name not in ("run_count", "out"):
+        return max(count * element, 1) if element else 1
+    return 1
+
+
+# -- what a recorded host call asks for --------------------------------------------------------
+
+#: Warp's native entry points (without ``wp_``) that set up or tear down rather than
+#: enqueue work: a CPU graph holds no operation for them, and needs none.
+_SET_UP = re.compile(r"(^|_)(alloc|free|create|destroy|reserve|validate)(_|$)|^volume_(index_)?from_|^cuda_")
+
+#: Native entry points -> the node type a CPU graph holds for them, when it holds one
+#: (``apic_record_*`` in ``warp/native``): whether a release records it is what the
+#: cross-check finds out.
+_NODE_TYPES = (
+    (re.compile(r"^cpu_launch_kernel$"), "KERNEL"),
+    (re.compile(r"^memcpy_h2h$"), "MEMCPY"),
+    (re.compile(r"^memset_host$"), "MEMSET"),
+    (re.compile(r"^memtile_host$"), "MEMTILE"),
+    (re.compile(r"^array_scan_\w+_host$"), "SCAN"),
+    (re.compile(r"^array_(sum|inner)_\w+_host$"), "REDUCTION"),
+    (re.compile(r"^radix_sort_pairs_\w+_host$"), "RADIX_SORT"),
+    (re.compile(r"^segmented_sort_pairs_\w+_host$"), "SEGMENTED_SORT"),
+    (re.compile(r"^runlength_encode_\w+_host$"), "RUNLENGTH_ENCODE"),
+    (re.compile(r"^bsr_matrix_from_triplets_host$"), "BSR_FROM_TRIPLETS"),
+    (re.compile(r"^bsr_transpose_host$"), "BSR_TRANSPOSE"),
+    (re.compile(r"^bvh_refit_host$"), "BVH_REFIT"),
+    (re.compile(r"^bvh_rebuild_host$"), "BVH_REBUILD"),
+    (re.compile(r"^hash_grid_update_host$"), "HASH_GRID_UPDATE"),
+)
+
+#: What :func:`node_type_for` answers for a call that sets up: no operation, none needed.
+SET_UP = ""
+
+
+def node_type_for(label: str) -> str | None:
+    """The node type a CPU graph holds for a call of Warp's native entry point ``label``
+    (``"memset_host"``, ``"radix_sort_pairs_int_host"``): ``""`` for set-up work a graph
+    needs no operation for (allocations, constructors), None for work no CPU graph
+    operation replays (``"mesh_refit_host"``)."""
+    for pattern, kind in _NODE_TYPES:
+        if pattern.match(label):
+            return kind
+    return SET_UP if _SET_UP.search(label) else None
+
+
+def host_call_fields(label: str, args: tuple[Any, ...]) -> dict[str, Any]:
+    """What a call of one of Warp's host entry points asks for, as the fields of the node
+    a CPU graph holds for it (:func:`node_type_for`): a copy's ``dst``, ``src`` and
+    ``nbytes``, a memset's ``dst``, ``value`` and ``nbytes``, a fill's ``dst``, ``value``
+    (bytes), ``element_size`` and ``count``. Empty for other calls (their arguments by
+    role are their record's ``args``)."""
+    if label == "memcpy_h2h":
+        return {"dst": _address(args[0]), "src": _address(args[1]), "nbytes": int(args[2])}
+    if label == "memset_host":
+        return {"dst": _address(args[0]), "value": int(args[1]), "nbytes": int(args[2])}
+    if label == "memtile_host":
+        size = int(args[2])
+        source = _address(args[1])
+        value = ctypes.string_at(source, size) if source and size else b""
+        return {"dst": _address(args[0]), "value": value, "element_size": size, "count": int(args[3])}
+    return {}
+
+
+def _address(value: Any) -> int:
+    """A pointer argument as an int (a ctypes pointer, a c_void_p, an int, or None)."""
+    if value is None:
+        return 0
+    if isinstance(value, int):
+        return value
+    if isinstance(value, ctypes.c_void_p):
+        return int(value.value or 0)
+    try:
+        return int(ctypes.cast(value, ctypes.c_void_p).value or 0)
+    except (TypeError, ctypes.ArgumentError):
+        return int(getattr(value, "value", 0) or 0)
