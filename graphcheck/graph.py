@@ -752,7 +752,8 @@ def _align_launched(want: _Want, nodes: list[GraphNode], j: int, dropped: list) 
     if missing or flattened:
         held = sum(1 for n in nodes if n.record == want.record)
         parts = ([f"not {_listed(missing)}"] if missing else []) + flattened
-        why = f"it holds {held} of that graph's {len(inner.nodes)} operation(s): " + "; ".join(parts)
+        total = sum(1 for n in inner.nodes if n.type != "CONDITIONAL")  # the operations its branches hold count
+        why = f"it holds {held} of that graph's {total} operation(s): " + "; ".join(parts)
         dropped.append(Dropped(want.record, want.call, why))
     return j
 
