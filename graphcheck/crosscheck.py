@@ -73,15 +73,17 @@ def _first_difference(a: bytes, b: bytes) -> int:
     return min(len(a), len(b))
 
 
-def _kernel_mismatches(node: GraphNode, record: LaunchRecord) -> list[str]:
+def _kernel_mismatches(node: GraphNode, record: LaunchRecord, cpu: bool = False) -> list[str]:
     problems: list[str] = []
     fields = node.fields
-    asked = node.asked
-    if asked is not None:  # a CPU graph's launch names its kernel and direction
-        if fields.get("name") != asked.get("name"):
-            problems.append(f"kernel {fields.get('name')!r} where Warp launched {asked.get('name')!r}")
-        if fields.get("adjoint") != asked.get("adjoint"):
-            direction = "the adjoint" if fields.get("adjoint") else "the forward"
+    if cpu:  # a CPU graph's launch names its kernel and direction
+        name = getattr(record.kernel_object, "key", None)
+        if fields["params"] == record.param_bytes and fields["name"] == name and fields["adjoint"] == record.adjoint:
+            return problems  # the commonest case: all of it as launched
+        if fields["name"] != name:
+            problems.append(f"kernel {fields['name']!r} where Warp launched {name!r}")
+        if fields["adjoint"] != record.adjoint:
+            direction = "the adjoint" if fields["adjoint"] else "the forward"
             problems.append(f"{direction} kernel where Warp launched the other")
     cuda = record.cuda
     if cuda is not None:
@@ -196,12 +198,13 @@ def check(match: GraphMatch, *, allow_foreign_nodes: bool = False) -> CrossCheck
     trace = match.trace
     records = trace.records
     positions = match.positions
+    cpu = match.device == "cpu"
     findings: list[Finding] = []
     for node in match.nodes:
         if node.role == "recorded" and node.record is not None:
             record = records[node.record]
             if node.type == "KERNEL" and record.kind == "launch":
-                problems = _kernel_mismatches(node, record)
+                problems = _kernel_mismatches(node, record, cpu)
             elif node.asked is not None:
                 problems = _asked_mismatches(node)
             else:

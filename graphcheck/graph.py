@@ -589,25 +589,29 @@ class _Want(NamedTuple):
 
     record: int  # index in the trace
     type: str | None  # node type; None: no CPU graph operation replays it
-    call: str  # what asked for it, for messages
-    asked: dict[str, Any]
+    call: str  # what asked for it: a kernel's key, the host entry point called
+    asked: dict[str, Any] | None  # the fields the node must hold (a launch: its record says)
     branches: tuple[list[_Want], list[_Want]] | None = None  # a conditional's bodies
+    adjoint: bool = False  # a launch's direction
 
 
 def _wanted(records: Sequence[LaunchRecord]) -> list[_Want]:
     """What the trace wants the graph to hold, in order: a conditional's bodies inside it."""
     top: list[_Want] = []
     bodies: dict[tuple[int, str], list[_Want]] = {}
+    keys: dict[int, str | None] = {}  # id(kernel) -> its key
     for index, record in enumerate(records):
         nested = record.nested
-        target = bodies.setdefault(nested[:2], []) if isinstance(nested, tuple) else top
+        target = bodies.setdefault(nested[:2], []) if nested.__class__ is tuple else top
         kind = record.kind
-        if not record.device.startswith("cpu"):
+        if record.device != "cpu" and not record.device.startswith("cpu"):
             continue
         if kind == "launch":
             kernel = record.kernel_object
-            asked = {"name": getattr(kernel, "key", None), "adjoint": record.adjoint, "params": record.param_bytes}
-            target.append(_Want(index, "KERNEL", record.kernel, asked))
+            key = keys.get(id(kernel))
+            if key is None:
+                key = keys[id(kernel)] = getattr(kernel, "key", None)
+            target.append(_Want(index, "KERNEL", key, None, None, record.adjoint))
         elif kind == "conditional":
             loop = record.kernel.endswith("capture_while")
             branches = (
@@ -647,8 +651,8 @@ def match_cpu(graph: Any, trace: LaunchTrace) -> GraphMatch:
             node.role = "unread"
         elif not node.role:
             node.role = "unrecorded"
-            if node.type == "KERNEL":
-                node.fields["warp_kernel"] = node.name
+            if node.type == "KERNEL":  # (a copy: the reader shares one launch's fields between its copies)
+                node.fields = {**node.fields, "warp_kernel": node.name}
     gaps = list(graph.gaps)
     unread = [f"operation {n.index} ({n.type.lower()}): {n.error}" for n in nodes if n.error]
     if unread:
@@ -661,10 +665,9 @@ def _fits(want: _Want, node: GraphNode) -> bool:
     if node.type != want.type or node.error:
         return False
     if node.type == "KERNEL":
-        asked = want.asked
-        return node.fields.get("name") == asked["name"] and node.fields.get("adjoint") == asked["adjoint"]
+        return node.fields.get("name") == want.call and node.fields.get("adjoint") == want.adjoint
     if node.type == "CONDITIONAL":
-        return node.fields.get("kind") == want.asked["kind"]
+        return node.fields.get("kind") == (want.asked or {}).get("kind")
     return True
 
 
@@ -675,9 +678,20 @@ def _ahead(items: Sequence[Any], start: int, test: Any) -> int | None:
 def _align(wants: list[_Want], nodes: list[GraphNode], streams: dict[int, list[GraphNode]], dropped: list) -> None:
     """Match one stream's operations to what ``wants`` asks for, in order."""
     i = j = 0
+    count = len(nodes)
     while i < len(wants):
         want = wants[i]
-        node = nodes[j] if j < len(nodes) else None
+        node = nodes[j] if j < count else None
+        if (  # the commonest case first: the next operation is the one asked for
+            node is not None
+            and want.branches is None
+            and node.type == want.type
+            and not node.error
+            and (want.type != "KERNEL" or (node.fields["name"] == want.call and node.fields["adjoint"] == want.adjoint))
+        ):
+            node.record, node.role, node.asked = want.record, "recorded", want.asked
+            i, j = i + 1, j + 1
+            continue
         if want.type is None:
             dropped.append(Dropped(want.record, want.call, "Warp's CPU graphs have no operation for it"))
         elif want.type == "GRAPH":

@@ -36,6 +36,7 @@ import struct
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from math import prod
 from typing import Any
 
 from ..nodes import GraphNode, GraphReadError
@@ -290,13 +291,15 @@ def read_cpu_state(state: int, python_regions: dict[int, int] | None = None, *, 
 # -- the records ---------------------------------------------------------------------------
 
 _OP = struct.Struct("<II")
-_LAUNCH = {
-    True: struct.Struct("<II4iiQQiiiiBB2xHHHHII"),  # before format 16 the shape is signed
-    False: struct.Struct("<II4IiQQiiiiBB2xHHHHII"),
-}
+# APICLaunchRecord, 80 bytes: the header, the shape (signed before format 16), its rank and
+# the thread count at 8, then Warp's CUDA settings (0 on the CPU), and at 60 the direction
+# and the lengths of what follows: key, module hash, parameters, relocations, values.
+_LAUNCH_BYTES = 80
+_LAUNCH = {True: struct.Struct("<II4iiQQiiiiB3xHHH2xII"), False: struct.Struct("<II4IiQQiiiiB3xHHH2xII")}
 _PARAM = struct.Struct("<HHIII")
 _RELOC = struct.Struct("<IiQB7x")
 _DATA_PTR, _HANDLE = 1, 2
+_NO_FIELDS: dict[str, Any] = {}  # a node's fields until they are read
 _COND = struct.Struct("<IIiIQIIII")
 _U64 = struct.Struct("<Q")
 
@@ -366,15 +369,16 @@ class _Reader:
         self.data = data
         self.version = version
         self.regions = regions
-        self.launch = _LAUNCH[version < 16]
+        self.header = _LAUNCH[version < 16]
         self.nodes: list[GraphNode] = []
         self.streams: dict[int, list[GraphNode]] = {}
         # A step launches the same kernel on the same arguments many times: a launch
         # record's bytes read once serve every copy of it in this graph.
         self._kernels: dict[bytes, dict[str, Any]] = {}
+        self._structures: dict[bytes, _Kernel] = {}
 
     def walk(self, start: int, end: int, count: int, stream: int, depth: int) -> list[GraphNode]:
-        data, out = self.data, []
+        data, out, nodes, kernels = self.data, [], self.nodes, self._kernels
         self.streams[stream] = out
         pos, previous = start, ()
         for _ in range(count):
@@ -383,11 +387,18 @@ class _Reader:
             op, size = _OP.unpack_from(data, pos)
             if size < 8 or pos + size > end:
                 raise CpuGraphUnreadable(f"the operation at byte {pos} claims {size} bytes, past its stream's end")
-            node = GraphNode(len(self.nodes), pos + 1, stream, depth, _TYPES.get(op, "UNKNOWN"), previous)
-            self.nodes.append(node)
+            node = GraphNode(len(nodes), pos + 1, stream, depth, _TYPES.get(op, "UNKNOWN"), previous, _NO_FIELDS)
+            nodes.append(node)
             out.append(node)
             try:
-                self._read(node, op, pos, size, depth)
+                if op == 1:
+                    # The same launch, byte for byte, shares its fields (nodes do not change them).
+                    record = data[pos : pos + size]
+                    fields = kernels.get(record)
+                    node.fields = fields if fields is not None else kernels.setdefault(record, self._kernel(pos, size))
+                else:
+                    node.fields = {}
+                    self._read(node, op, pos, size, depth)
             except (struct.error, ValueError, KeyError) as error:
                 node.error = f"its record could not be read ({type(error).__name__}: {error})"
             pos += size
@@ -409,13 +420,7 @@ class _Reader:
         if op not in _TYPES or (self.version < 15 and op in _SINCE_15):
             node.error = f"operation type {op} is not one of format {self.version}'s"
             return
-        if op == 1:
-            key = self.data[pos : pos + size]
-            fields = self._kernels.get(key)
-            if fields is None:
-                fields = self._kernels[key] = self._kernel(pos, size)
-            node.fields = dict(fields)
-        elif op in (7, 8):
+        if op in (7, 8):
             self._conditional(node, op, pos, size, depth)
         else:
             layout, names = _FIXED[op]
@@ -424,47 +429,44 @@ class _Reader:
 
     def _kernel(self, pos: int, size: int) -> dict[str, Any]:
         data = self.data
-        (_, _, *shape, ndim, total, _, _, _, _, _, forward, _, key_len, hash_len, nparams, _, nrelocs,
-         value_size) = self.launch.unpack_from(data, pos)  # fmt: skip
-        q = pos + self.launch.size
-        key = data[q : q + key_len].decode(errors="replace")
-        q += key_len
-        module = data[q : q + hash_len].decode(errors="replace")
-        q += hash_len
-        bindings = nparams if forward else 2 * nparams
-        params = list(_PARAM.iter_unpack(data[q : q + _PARAM.size * bindings]))
-        q += _PARAM.size * bindings
-        relocs = list(_RELOC.iter_unpack(data[q : q + _RELOC.size * nrelocs]))
-        q += _RELOC.size * nrelocs
-        values = data[q : q + value_size]
-        if q + value_size - pos != size or len(params) != bindings or len(relocs) != nrelocs:
+        (_, _, s0, s1, s2, s3, ndim, total, _, _, _, _, _, forward, key_len, hash_len, nparams, nrelocs,
+         value_size) = self.header.unpack_from(data, pos)  # fmt: skip
+        relocs_at = pos + _LAUNCH_BYTES + key_len + hash_len + _PARAM.size * (nparams if forward else 2 * nparams)
+        values_at = relocs_at + _RELOC.size * nrelocs
+        if values_at + value_size - pos != size:
             raise ValueError(f"a launch record of {size} bytes whose parts do not add up")
-        ndim = min(max(ndim, 1), 4)
-        blobs, pointers, at = [], [], 0
-        for position, (_, count, offset, blob_size, _) in enumerate(params, 1):
-            blob = values[offset : offset + blob_size]
-            if count:
-                patched = bytearray(blob)
-                for slot, region, region_offset, kind in relocs[at : at + count]:
-                    if kind == _DATA_PTR:
-                        address = self.address(region, region_offset)
-                        if address is None:  # no live address known: the slot is not compared
-                            pointers.append((position, slot))
-                            continue
-                    else:  # a handle replays as the captured id; an explicit null as 0
-                        address = region_offset if kind == _HANDLE else 0
-                    _U64.pack_into(patched, slot, address)
-                blob = bytes(patched)
-                at += count
-            blobs.append(blob)
+        # What every launch of one kernel shares (its name, its parameters' places, where
+        # each relocation lands), read once per graph.
+        shared = data[pos + 24 : relocs_at]
+        kernel = self._structures.get(shared)
+        if kernel is None:
+            kernel = self._structures[shared] = _Kernel.read(data, pos, ndim, forward, key_len, hash_len, nparams)
+        values, unresolved = data[values_at : values_at + value_size], ()
+        if nrelocs:
+            patched, regions = bytearray(values), self.regions
+            relocs = kernel.relocs.unpack_from(data, relocs_at)  # (slot, region, offset, kind) each
+            for at, (position, base) in enumerate(kernel.slots):
+                slot, region, region_offset, kind = relocs[4 * at : 4 * at + 4]
+                if kind != _DATA_PTR:  # a handle replays as the captured id; an explicit null as 0
+                    address = region_offset if kind == _HANDLE else 0
+                elif regions is None:  # no live address known: the slot is not compared
+                    unresolved += ((position, slot),)
+                    continue
+                else:
+                    address = regions[region][0] + region_offset  # (KeyError: a region the table lacks)
+                _U64.pack_into(patched, base + slot, address)
+            values = bytes(patched)
+        shape = (s0, s1, s2, s3)[: kernel.ndim]
+        product = prod(shape)
+        multiplier = total // product if product and total > product else 1
         return {
-            "name": key,
-            "module": module,
+            "name": kernel.name,
+            "module": kernel.module,
             "adjoint": not forward,
-            "shape": tuple(shape[:ndim]),
+            "shape": shape,
             "size": total,
-            "params": (_launch_bounds(shape, ndim, total), *blobs),
-            "unresolved": tuple(pointers),
+            "params": (kernel.bounds.pack(*shape, total, multiplier), *[values[at:end] for at, end in kernel.blobs]),
+            "unresolved": unresolved,
         }
 
     def _conditional(self, node: GraphNode, op: int, pos: int, size: int, depth: int) -> None:
@@ -484,15 +486,38 @@ class _Reader:
         self.walk(a_start + a_size, a_start + a_size + b_size, b_count, branches[1], depth + 1)
 
 
-def _launch_bounds(shape: list[int], ndim: int, size: int) -> bytes:
-    """The ``launch_bounds_t<ndim>`` replay builds from a launch record (``apic.cpp``):
-    the shape, the thread count, and the folding multiplier it derives from them."""
-    at = (4 * ndim + 7) & ~7
-    product = 1
-    for extent in shape[:ndim]:
-        product *= extent
-    multiplier = size // product if product and size > product else 1
-    return struct.pack(f"<{ndim}I{at - 4 * ndim}xQQ", *[s & 0xFFFFFFFF for s in shape[:ndim]], size, multiplier)
+@dataclass(frozen=True)
+class _Kernel:
+    """What every launch record of one kernel in one graph shares: its name and module, the
+    launch bounds replay builds for it (``launch_bounds_t<ndim>``: the shape, the thread
+    count, and a folding multiplier derived from them), each parameter's place among the
+    values, and for each relocation the parameter it patches and where that starts."""
+
+    name: str
+    module: str
+    ndim: int
+    bounds: struct.Struct
+    blobs: tuple[tuple[int, int], ...]
+    slots: tuple[tuple[int, int], ...]
+    relocs: struct.Struct  # the relocation table: a launch's relocations in one read
+
+    @classmethod
+    def read(cls, data: bytes, pos: int, ndim: int, forward: int, key_len: int, hash_len: int, nparams: int) -> _Kernel:
+        q = pos + _LAUNCH_BYTES
+        name = data[q : q + key_len].decode(errors="replace")
+        module = data[q + key_len : q + key_len + hash_len].decode(errors="replace")
+        q += key_len + hash_len
+        bindings = list(_PARAM.iter_unpack(data[q : q + _PARAM.size * (nparams if forward else 2 * nparams)]))
+        ndim = min(max(ndim, 1), 4)
+        pad = ((4 * ndim + 7) & ~7) - 4 * ndim
+        slots = tuple(
+            (position, offset)
+            for position, (_, count, offset, _, _) in enumerate(bindings, 1)
+            for _ in range(count)
+        )  # fmt: skip
+        blobs = tuple((offset, offset + size) for _, _, offset, size, _ in bindings)
+        relocs = struct.Struct("<" + _RELOC.format.lstrip("<") * len(slots))
+        return cls(name, module, ndim, struct.Struct(f"<{ndim}I{pad}xQQ"), blobs, slots, relocs)
 
 
 def _fixed_fields(op: int, values: dict[str, Any], address: Callable[[int, int], int | None], tail: bytes) -> dict:
