@@ -7,7 +7,8 @@ The pipeline (read :func:`graphcheck.guard.judge` first), one module each:
 3. own (:mod:`graphcheck.buffers`, :mod:`graphcheck.checks`): every address against the
    producer's buffers and the allocations made during the call;
 4. inspect and cross-check (:mod:`graphcheck.graph`, :mod:`graphcheck.crosscheck`): the
-   captured CUDA graph's nodes against the record;
+   captured graph's nodes (a CUDA graph's, or the operations a CPU graph will replay)
+   against the record;
 5. report (:mod:`graphcheck.findings`): one finding per cause; and before each replay,
    :meth:`CheckedGraph.check_replay` (:mod:`graphcheck.checked`, :mod:`graphcheck.replay`).
 
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
         GraphCheckWarning as GraphCheckWarning,
         Report as Report,
     )
+    from .graph import GraphNode as GraphNode, read_graph as read_graph
     from .guard import (
         GraphGuard as GraphGuard,
         capture as capture,
@@ -80,6 +82,8 @@ _EXPORTS = {
     "Report": "findings",
     "CheckedGraph": "checked",
     "CaptureOptions": "options",
+    "GraphNode": "graph",
+    "read_graph": "graph",
     "GraphGuard": "guard",
     "capture": "guard",
     "checking_enabled": "guard",
@@ -110,6 +114,7 @@ __all__ = [
     "GraphCheckError",
     "GraphCheckWarning",
     "GraphGuard",
+    "GraphNode",
     "LaunchRecord",
     "LaunchTrace",
     "Report",
@@ -122,6 +127,7 @@ __all__ = [
     "capture",
     "check_producer",
     "checking_enabled",
+    "read_graph",
     "trace_launches",
     "verify_replay",
 ]

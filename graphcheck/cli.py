@@ -256,6 +256,12 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--steps", type=_at_least(2), default=4, help="steps (calls) for --values and --conformance (default 4)"
     )
+    check.add_argument(
+        "--show-graph",
+        action="store_true",
+        help="print the captured graph: one line per node (on the CPU, per operation its replay runs) and the "
+        "source line that made it",
+    )
     parser.set_defaults(commands={"demo": demo, "run": run, "explain": explain, "check": check})
     return parser
 
@@ -509,6 +515,18 @@ def junit_xml(
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode")
 
 
+def _show_graph(checked: Any) -> None:
+    """The graph as the cross-check read it, to standard error (the report keeps standard output)."""
+    match = checked.graph_match
+    if match is None:
+        why = dict(checked.report.skipped).get("graph") or "there is no graph"
+        print(f"graphcheck: the graph was not read: {why}", file=sys.stderr)
+        return
+    print(f"graphcheck: the {match.device.upper()} graph, {len(match.nodes)} node(s):", file=sys.stderr)
+    for line in match.lines():
+        print(f"  {line}", file=sys.stderr)
+
+
 def _write_dot(checked: Any, path: str) -> None:
     from . import dot
 
@@ -638,6 +656,8 @@ def _check(args: argparse.Namespace, settings: Any) -> int:
         else:
             checked, reports = _validate_step(factory, args, settings, device)
     _emit(reports, args, **({"replays": args.replays} if not flag else {}), checking=_checking())
+    if args.show_graph and checked is not None:
+        _show_graph(checked)
     if args.dot and checked is not None:
         _write_dot(checked, args.dot)
     from .schema import combined_status

@@ -57,6 +57,7 @@ __all__ = [
     "NodeAddress",
     "match_cpu",
     "match_nodes",
+    "read_graph",
     "read_match",
     "span_nodes",
     "user_positions",
@@ -117,6 +118,26 @@ class GraphMatch:
     #: On the CPU, what was read (a :class:`graphcheck._warp.CpuGraph`): see :meth:`holds_what_was_read`.
     source: Any = None
 
+    def lines(self) -> list[str]:
+        """The graph as text, one line per node: what it is, and the operation that made it
+        with its source line (branches indented under their conditional); then what a CPU
+        graph left out."""
+        records, positions = self.trace.records, self.positions
+        out = []
+        for node in self.nodes:
+            record = records[node.record] if node.record is not None else None
+            if record is None:
+                made = _ROLES.get(node.role, node.role)
+            elif node.record in positions:
+                made = f"operation #{positions[node.record]} {record.kernel} at {record.site.short}"
+            else:
+                made = f"Warp's own {record.kernel} (in wp.{record.via or '?'}) at {record.site.short}"
+            out.append(f"{'  ' * node.depth}{node.index}: {node_text(node)}  <- {made}")
+        for drop in self.dropped:
+            record = records[drop.record]
+            out.append(f"not in the graph: {record.kernel} at {record.site.short}: {drop.why}")
+        return out
+
     def holds_what_was_read(self, graph: Any) -> bool:
         """Whether ``graph`` still holds what this match read, without reading it again:
         on the CPU its operation stream and region table compared byte for byte; on CUDA
@@ -174,6 +195,53 @@ class GraphMatch:
                 for arg, start, nbytes in found
             )
         return out
+
+
+#: What a node no recorded operation made is, in :meth:`GraphMatch.lines`.
+_ROLES = {
+    "unrecorded": "no recorded operation made it",
+    "foreign": "made outside Warp",
+    "unread": "could not be read",
+    "structure": "structure",
+    "embedded": "inside a child graph",
+    "allocation": "Warp's allocation",
+    "synchronization": "synchronization",
+    "warp-conditional": "Warp's conditional handle",
+}
+
+
+def node_text(node: GraphNode) -> str:
+    """What a node is, in a few words: ``kernel integrate shape (64,)``, ``memcpy 256 bytes
+    0x7f...00 -> 0x7f...40``."""
+    fields, kind = node.fields, node.type.lower()
+    if node.error:
+        return f"{kind} ({node.error})"
+    if node.type == "KERNEL":
+        name = node.name or f"{int(fields.get('func') or 0):#x}"
+        where = (
+            f"shape {fields['shape']}"
+            if "shape" in fields
+            else f"grid {fields.get('grid')} block {fields.get('block')}"
+        )
+        return f"kernel {name}{' (adjoint)' if fields.get('adjoint') else ''} {where}"
+    if node.type == "MEMCPY":
+        return f"memcpy {fields.get('nbytes')} bytes {_hex(fields.get('src'))} -> {_hex(fields.get('dst'))}"
+    if node.type == "MEMSET":
+        return f"memset {fields.get('nbytes')} bytes at {_hex(fields.get('dst'))} to {fields.get('value')}"
+    if node.type == "MEMTILE":
+        value = bytes(fields.get("value", b""))
+        return f"fill {fields.get('count')} x {value[::-1].hex() or '?'} at {_hex(fields.get('dst'))}"
+    if node.type == "CONDITIONAL" and "kind" in fields:
+        return f"{fields['kind']} {_hex(fields.get('condition'))} != 0"
+    shown = [f"{k}={_hex(v) if k in _ADDRESSES else v}" for k, v in fields.items() if isinstance(v, (int, float, str))]
+    return " ".join([kind, *shown])
+
+
+_ADDRESSES = frozenset(("dst", "src", "keys", "values", "out", "a", "b", "points", "groups", "grid", "bvh", "dest"))
+
+
+def _hex(value: Any) -> str:
+    return f"{value:#x}" if isinstance(value, int) else str(value)
 
 
 def _child_graph_owners(nodes: Sequence[GraphNode], records: Sequence[LaunchRecord]) -> dict[int, int]:
@@ -465,6 +533,44 @@ def _gaps(nodes: Sequence[GraphNode], records: Sequence[LaunchRecord]) -> list[s
             f"where they stood in the capture ({_listed([r.kernel for r in escaped])})"
         )
     return gaps
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+
+def read_graph(graph: Any) -> list[GraphNode]:
+    """Every node of a captured graph, as graphcheck's cross-check reads it.
+
+    On CUDA the graph's nodes as the driver holds them (child graphs and conditional
+    bodies included); on the CPU every operation Warp will replay, in order, with its fields
+    (a kernel launch's argument bytes as replay will pass them, a copy's addresses and size,
+    a fill's value...). Given a :class:`~graphcheck.CheckedGraph`, the nodes come matched to
+    the recorded operations that made them (``record``, ``role``), read again when the graph
+    changed since its capture. :meth:`GraphMatch.lines` (and ``graphcheck check
+    --show-graph``) shows them with their source lines.
+
+    Args:
+        graph: a ``wp.Graph`` captured on CUDA or the CPU, or a ``CheckedGraph``.
+
+    Raises:
+        graphcheck.nodes.GraphReadError: the graph cannot be read (the message says why).
+        ValueError: for an external capture, which holds no graph to read.
+    """
+    match = getattr(graph, "graph_match", None)
+    trace = getattr(graph, "full_trace", None)
+    if hasattr(graph, "graph_match"):  # a CheckedGraph: its nodes, matched to its record
+        inner = graph.graph
+        if match is not None and match.holds_what_was_read(inner):
+            return list(match.nodes)
+        if trace is not None:
+            return list(read_match(inner, trace).nodes)
+        graph = inner
+    if _warp.cpu_graph_state(graph) is not None:
+        return list(_warp.read_cpu_graph(graph).nodes)
+    handle = _warp.graph_handle(graph)
+    if not handle:
+        raise ValueError(f"this graph holds no graph to read: it was captured by an external capture ({graph!r})")
+    return walk(_cuda.Reader(), handle, ())
 
 
 # -- reading (the driver) ---------------------------------------------------------------------

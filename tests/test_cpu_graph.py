@@ -573,3 +573,23 @@ def test_a_state_that_fails_the_layout_check_is_read_from_warps_save_and_said_pa
     why = dict(report.skipped)["graph"]
     assert "the cross-check is partial" in why and "not laid out as graphcheck reads it" in why
     assert [n.role for n in checked.graph_match.nodes] == ["recorded", "recorded"]
+
+
+def test_read_graph_returns_the_nodes_and_check_shows_them_with_their_source_lines(tmp_path):
+    p = Copies()
+    checked = gc.capture(p.step, device=DEVICE, owners=(p,))
+    nodes = gc.read_graph(checked)
+    assert [(n.type, n.role) for n in nodes] == [("KERNEL", "recorded"), ("MEMCPY", "recorded"), ("MEMCPY", "recorded")]
+    assert [n.type for n in gc.read_graph(checked.graph)] == ["KERNEL", "MEMCPY", "MEMCPY"]
+    assert nodes[1].fields["nbytes"] == 4 * N and nodes[1].fields["dst"] == p.b.ptr
+    from tests.test_cli import graphcheck
+
+    (tmp_path / "copies.py").write_text("from tests.test_cpu_graph import Copies\n")
+    result = graphcheck("check", "copies:Copies", "--device", "cpu", "--show-graph", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stderr.splitlines()
+    assert "graphcheck: the CPU graph, 3 node(s):" in lines
+    assert any(line.startswith("  0: kernel advance shape (16,)  <- operation #0") and "test_cpu_graph.py:" in line
+               for line in lines), lines  # fmt: skip
+    assert any(line.startswith("  1: memcpy 64 bytes") and "<- operation #1 wp.copy at test_cpu_graph.py:" in line
+               for line in lines), lines  # fmt: skip
