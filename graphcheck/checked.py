@@ -197,24 +197,27 @@ class CheckedGraph:
             return Report(name=name, device=device, skipped=[("replay", "checking disabled by GRAPHCHECK_DISABLE")])
         if self.graph is None:
             raise RuntimeError(f"there is no graph to replay: the capture failed.\n{self.report}")
+        findings: list[Finding] = []
+        ran: list[str] = []
+        skipped: list[tuple[str, str]] = []
         if self._owners is None:
-            return Report(
-                name=name, device=device, skipped=[("replay", "no owners to check the graph's addresses against")]
-            )
-        holders: list[tuple[str, Any]] | None = [] if self.baked_values else None
-        remade = self.full_trace.remade if self.full_trace is not None else ()
-        owned = owned_buffers(self._owners, holders, remade) or BufferSet()
+            skipped.append(("replay", "no owners to check the graph's addresses against"))
+        else:
+            holders: list[tuple[str, Any]] | None = [] if self.baked_values else None
+            remade = self.full_trace.remade if self.full_trace is not None else ()
+            owned = owned_buffers(self._owners, holders, remade) or BufferSet()
+            owners = self._owners
 
-        def kept_now() -> BufferSet:  # every path to every array: walked where a label is not a buffer's first now
-            return owned_buffers(self._owners, [], remade, every_path=True) or BufferSet()
+            def kept_now() -> BufferSet:  # every path to every array: walked where a label is not a buffer's first now
+                return owned_buffers(owners, [], remade, every_path=True) or BufferSet()
 
-        self._held_at = {}
-        findings = checks.stale_pointers(self.baked, owned, kept_now, self._held_at)
-        if holders is not None:
-            stale = {(finding.index, finding.arg) for finding in findings}  # an address said stale already
-            changed = checks.stale_values(self.baked_values, dict(holders))
-            findings += [finding for finding in changed if (finding.index, finding.arg) not in stale]
-        ran, skipped = ["replay"], []
+            self._held_at = {}
+            findings = checks.stale_pointers(self.baked, owned, kept_now, self._held_at)
+            if holders is not None:
+                stale = {(finding.index, finding.arg) for finding in findings}  # an address said stale already
+                changed = checks.stale_values(self.baked_values, dict(holders))
+                findings += [finding for finding in changed if (finding.index, finding.arg) not in stale]
+            ran.append("replay")
         if graph and self.graph_match is not None:
             changed, partial = self._graph_again()
             findings += changed

@@ -743,3 +743,32 @@ def test_the_cross_check_imports_neither_the_guard_nor_the_picture():
     code = "import sys, graphcheck.crosscheck; print(sorted(m for m in sys.modules if m.startswith('graphcheck.')))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "graphcheck.guard" not in loaded and "graphcheck.dot" not in loaded, loaded
+
+
+def test_check_replay_reads_the_cuda_graph_template_again(monkeypatch):
+    """A kernel node's parameters set after capture (``cuGraphKernelNodeSetParams`` on the
+    graph, as a recorded driver answers after it) are a node-mismatch before replay. Driver
+    answers replayed from real cuda.bindings structs; tests_gpu/ sets them on a real graph."""
+    from types import SimpleNamespace
+
+    from graphcheck.findings import Report
+
+    keep = Keep()
+    trace, record, _ = recorded_launch(s=2.5)
+    recorded = RecordedDriver(13000)
+    recorded.kernel(GRAPH, 0x1, kernel_struct(record.param_bytes, keep), layout_of(record), name=b"scale")
+    monkeypatch.setattr(_cuda, "_driver", recorded)
+    monkeypatch.setattr(_cuda, "_version", 13000)
+    graph = SimpleNamespace(graph=ctypes.c_void_p(GRAPH), device="cuda:0")  # what a wp.Graph holds
+    match = read_match(graph, trace)
+    options = gc.CaptureOptions(on_failure="ignore", replay_check="never")
+    checked = gc.CheckedGraph(graph, Report(name="scale", device="cuda:0"), device="cuda:0", owners=None, baked=list,
+                              options=options, trace=trace, graph_match=match)  # fmt: skip
+    assert checked.check_replay().checks == ("graph",)
+    corrupted = list(record.param_bytes)
+    corrupted[3] = bytes(ctypes.c_float(9.0))  # the scalar `s`, set on the graph's node after capture
+    recorded.params[0x1] = kernel_struct(corrupted, keep)
+    (finding,) = checked.check_replay().findings
+    assert finding.kind == "node-mismatch" and "parameter s is 0x41100000 where the launch passed 0x40200000" in (
+        finding.message
+    )

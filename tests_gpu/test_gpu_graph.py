@@ -231,3 +231,28 @@ def test_every_node_of_a_safe_capture_is_accounted_for(device):
     checked = gc.capture(sim.step, device=device, owners=(sim,))
     assert checked.ok and "graph" in checked.report.checks, str(checked.report)
     assert not [n for n in checked.graph_match.nodes if n.role in _UNACCOUNTED]
+
+
+def test_check_replay_reads_the_graph_again_after_its_kernel_node_was_set(device):
+    """cuGraphKernelNodeSetParams on the graph after capture: the explicit replay check reads
+    the template again and finds it (an executable's own parameters, set with
+    cuGraphExecKernelNodeSetParams, cannot be read back: docs/limits.md)."""
+    a, b = wp.zeros(64, dtype=float, device=device), wp.ones(64, dtype=float, device=device)
+
+    def step():
+        wp.launch(K.scale, dim=64, inputs=[a, b, 2.5, 3], device=device)
+
+    step()
+    checked = gc.capture(step, device=device, owners=(a, b))
+    assert checked.report.ok and checked.check_replay().ok, str(checked.report)
+    node = next(n for n in checked.graph_match.nodes if n.type == "KERNEL" and n.role == "recorded")
+    params = _cuda.kernel_params(node.handle)
+    values = list(node.fields["params"])
+    values[3] = bytes(ctypes.c_float(7.0))  # the scalar `s`
+    buffers = [ctypes.create_string_buffer(v, len(v)) for v in values]
+    pointers = (ctypes.c_void_p * len(buffers))(*[ctypes.addressof(x) for x in buffers])
+    params.kernelParams = ctypes.addressof(pointers)
+    _cuda.set_kernel_params(node.handle, params)
+    replay = checked.check_replay(on_failure="ignore")
+    assert [f.kind for f in replay.findings] == ["node-mismatch"], str(replay)
+    assert "parameter s is" in replay.findings[0].message and "graph" in replay.checks
