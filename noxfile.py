@@ -45,6 +45,15 @@ def warp(session: nox.Session, warp: str) -> None:
     session.run("python", "-m", "pytest", *session.posargs)
 
 
+@nox.session(name="cpu_graphs")
+@nox.parametrize("warp", [nox.param(version, id=version) for version in _tested_warp_versions()])
+def cpu_graphs(session: nox.Session, warp: str) -> None:
+    """Each of Warp's host-side operations inside a CPU capture, per release: what the graph holds, what the
+    cross-check and replay by values say (docs/cpu-graphs.md; the audit NVIDIA/warp#1676 asks for)."""
+    session.install("-e", ".", f"warp-lang=={warp}")
+    session.run("python", "-m", "tests_warp.cpu_graph_audit", "--write", *session.posargs)
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
     """Lint with ruff, type-check with mypy, and hold the layers with import-linter."""

@@ -161,6 +161,46 @@ def bench_clients(rounds: int = 21, names: tuple[str, ...] = ()) -> dict[str, An
     return out
 
 
+def bench_clients_crosscheck(rounds: int = 21, names: tuple[str, ...] = ()) -> dict[str, Any]:
+    """What the graph cross-check adds to ``gc.capture`` of each client's step on the CPU:
+    ``gc.capture`` with it against ``gc.capture`` without it, in alternating rounds of one
+    process (the cross-check turned off by a graph that cannot be read)."""
+    from graphcheck import guard
+    from graphcheck.nodes import GraphReadError
+
+    clients = _clients()
+    if not clients:
+        return {"skipped": "newton and mujoco-warp are not installed (nox -s bench-clients installs them)"}
+    read_match = guard.read_match
+
+    def unread(graph: Any, trace: Any) -> Any:
+        raise GraphReadError("not read for the benchmark")
+
+    out: dict[str, Any] = {}
+    for name, make in clients.items():
+        if names and name not in names:
+            continue
+        owner, step = make()
+        step()
+
+        def checked(step: Callable[[], None] = step, owner: Any = owner) -> None:
+            gc.capture(step, device=DEVICE, owners=(owner,), revalidate=True, on_failure="ignore")
+
+        def without(step: Callable[[], None] = step, owner: Any = owner) -> None:
+            guard.read_match = unread
+            try:
+                gc.capture(step, device=DEVICE, owners=(owner,), revalidate=True, on_failure="ignore")
+            finally:
+                guard.read_match = read_match
+
+        checked()
+        figures = paired({"without": without, "with": checked}, rounds=rounds)
+        out[f"{name}_without_crosscheck_ms"] = round(figures["without"][0] / 1e3, 1)
+        out[f"{name}_crosscheck_ratio"] = round(figures["with"][1], 3)
+        out[f"{name}_crosscheck_added_ms"] = round(figures["with"][2] / 1e3, 2)
+    return out
+
+
 def bench_replay_clients(
     rounds: int = 150, calls: int = 20, names: tuple[str, ...] = ("mujoco_cartpole", "mujoco_humanoid")
 ) -> dict[str, Any]:

@@ -11,7 +11,10 @@
   graphs baking 100 and 500 owned buffers;
 - replay check: ``CheckedGraph.check_replay`` per baked address (the owners' buffers are
   walked again, then every address is looked up);
-- graph (CUDA only): read and cross-check a 10k-node captured graph (bar: 200 ms).
+- graph (CUDA only): read and cross-check a 10k-node captured graph (bar: 200 ms);
+- cpu_graph: read a 10,000-operation CPU graph and match it to its record (bar: 50 ms): a
+  step that repeats its launches on the same arguments (substeps: a launch's record is
+  read once), and one whose every launch differs (a scalar per launch: each is read).
 """
 
 from __future__ import annotations
@@ -229,3 +232,32 @@ def bench_graph(nodes: int = 10_000) -> dict[str, Any]:
         "findings": len(findings),
         "notes": notes,
     }
+
+
+def bench_cpu_graph(operations: int = 10_000, repeat: int = 5) -> dict[str, Any]:
+    """Read a CPU graph of ``operations`` launches and match and cross-check it against its
+    record (the records already read, as the comparison before it leaves them)."""
+    import time
+
+    from graphcheck import _warp
+    from graphcheck.crosscheck import check
+    from graphcheck.graph import match_cpu
+
+    arrays = [wp.zeros(64, dtype=float, device="cpu") for _ in range(20)]
+    wp.load_module(device="cpu")
+    out: dict[str, Any] = {"graph_operations": operations}
+    for name, step in (("repeated", 0.0), ("distinct", 1e-4)):
+        with gc.trace_launches(include_warp=True) as trace, wp.ScopedCapture(device="cpu") as capture:
+            for i in range(operations):
+                x, y = arrays[i % 20], arrays[(i + 1) % 20]
+                wp.launch(_axpy, dim=64, inputs=[x, y, 1.0 + i * step, 3], device="cpu")
+        trace.records  # noqa: B018 - read as the comparison reads them before the cross-check
+        best = float("inf")
+        for _ in range(repeat):  # thread CPU time: other processes on the same cores do not count
+            start = time.thread_time()
+            result = check(match_cpu(_warp.read_cpu_graph(capture.graph), trace))
+            best = min(best, time.thread_time() - start)
+        out[f"{name}_read_and_crosscheck_ms"] = round(best * 1e3, 1)
+        out[f"{name}_findings"] = len(result.findings)
+    out["read_and_crosscheck_cpu_ms"] = out["repeated_read_and_crosscheck_ms"]
+    return out

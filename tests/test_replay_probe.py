@@ -33,15 +33,15 @@ class Sim:
 
 @pytest.fixture
 def full_checks(monkeypatch):
-    """Counts full replay checks (the walk of the owners)."""
+    """Counts full replay checks (the walk of the owners: launch()'s, and check_replay()'s)."""
     calls = []
-    original = CheckedGraph.check_replay
+    original = CheckedGraph._check_replay
 
     def counted(self, *args, **kwargs):
         calls.append(1)
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(CheckedGraph, "check_replay", counted)
+    monkeypatch.setattr(CheckedGraph, "_check_replay", counted)
     return calls
 
 

@@ -3,9 +3,12 @@
 ``nox -s warp_suite`` (or ``python -m tests_warp.warp_suite``) runs a chosen CPU subset
 of the tests Warp ships inside its wheel (``warp/tests``) twice, each time in a fresh
 process: untraced, then with two nested traces (one with ``include_warp=True``) around
-every test. It fails on any test whose outcome differs, on any graphcheck hook left
-installed after a test, on any error raised from inside graphcheck, and when either run
-ran no test (a module or ``-k`` that selects nothing, or every test skipped).
+every test, and every CPU graph a test captures read back and cross-checked against a
+trace of its capture. It fails on any test whose outcome differs, on any graphcheck hook
+left installed after a test, on any error raised from inside graphcheck, when either run
+ran no test (a module or ``-k`` that selects nothing, or every test skipped), and on any
+``unrecorded-node`` or ``node-mismatch`` the cross-check finds in Warp's own captures (the
+``capture-error`` findings, what Warp's CPU graphs leave out, are counted and listed).
 
 Usage::
 
@@ -69,6 +72,65 @@ def _from_graphcheck(exc_info: Any) -> bool:
     return bool(last and os.path.abspath(last).startswith(package))
 
 
+class CrossChecking:
+    """While active, every CPU capture is recorded (a trace from ``wp.capture_begin`` to
+    ``wp.capture_end``) and its graph cross-checked when it ends; the findings are kept."""
+
+    def __init__(self) -> None:
+        self.open: list[Any] = []
+        self.findings: list[tuple[str, Any]] = []  # (test, finding)
+        self.partial: list[tuple[str, str]] = []
+        self.graphs = 0
+        self.test = ""
+
+    def __enter__(self) -> CrossChecking:
+        from graphcheck import _warp
+
+        begin, end = _warp.ORIGINAL_CAPTURE_BEGIN, _warp.ORIGINAL_CAPTURE_END
+
+        def capture_begin(*args: Any, **kwargs: Any) -> Any:
+            import warp as wp
+
+            import graphcheck as gc
+
+            device = wp.get_device(kwargs.get("device", args[0] if args else None))
+            trace = gc.trace_launches(include_warp=True) if device.is_cpu else None
+            if trace is not None:
+                trace.__enter__()
+            try:
+                result = begin(*args, **kwargs)
+            except BaseException:
+                if trace is not None:
+                    trace.__exit__(None, None, None)
+                raise
+            self.open.append(trace)
+            return result
+
+        def capture_end(*args: Any, **kwargs: Any) -> Any:
+            from graphcheck import crosscheck
+
+            trace = self.open.pop() if self.open else None
+            try:
+                graph = end(*args, **kwargs)
+            finally:
+                if trace is not None:
+                    trace.__exit__(None, None, None)
+            if trace is not None and _warp.cpu_graph_state(graph) is not None:
+                self.graphs += 1
+                result = crosscheck.check_graph(graph, trace)
+                self.findings += [(self.test, finding) for finding in result.findings]
+                self.partial += [(self.test, note) for note in result.notes]
+            return graph
+
+        self._restore = _warp.patch_capture_api(
+            _warp.ORIGINAL_SCOPED_CAPTURE, _warp.ORIGINAL_CAPTURE_LAUNCH, capture_begin, capture_end
+        )
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._restore()
+
+
 def run(modules: list[str], traced: bool, keyword: str | None) -> dict[str, Any]:
     """Run the subset in this process; ``{test id: outcome}`` and what went wrong."""
     import warp as wp
@@ -81,6 +143,7 @@ def run(modules: list[str], traced: bool, keyword: str | None) -> dict[str, Any]
     loader = unittest.TestLoader()
     outcomes: dict[str, str] = {}
     problems: list[str] = []
+    checking = CrossChecking()
     for module in modules:
         cases = _cases(loader.loadTestsFromName(f"warp.tests.{module}"))
         for case in cases:
@@ -89,7 +152,8 @@ def run(modules: list[str], traced: bool, keyword: str | None) -> dict[str, Any]
                 continue
             result = unittest.TestResult()
             if traced:
-                with gc.trace_launches(), gc.trace_launches(include_warp=True):
+                checking.test = name
+                with gc.trace_launches(), gc.trace_launches(include_warp=True), checking:
                     case.run(result)
                 if _warp.hooks_installed():
                     problems.append(f"{name}: a graphcheck hook was left installed")
@@ -111,7 +175,16 @@ def run(modules: list[str], traced: bool, keyword: str | None) -> dict[str, Any]
                 outcomes[name] = "xpass"
             else:
                 outcomes[name] = "pass"
-    return {"outcomes": outcomes, "problems": problems}
+    dropped = []
+    for test, finding in checking.findings:
+        line = f"{test}: {finding.kind}: {finding.message}"
+        if finding.kind in ("unrecorded-node", "node-mismatch"):
+            problems.append(f"the graph cross-check of a capture Warp's test makes found {line}")
+        else:
+            dropped.append(line)
+    partial = [f"{test}: {note}" for test, note in checking.partial]
+    cross_check = {"graphs": checking.graphs, "findings": dropped, "partial": partial}
+    return {"outcomes": outcomes, "problems": problems, "cross-check": cross_check}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -152,6 +225,11 @@ def main(argv: list[str] | None = None) -> int:
         if not any(outcome != "skip" for outcome in outcomes["outcomes"].values()):
             selected = f"modules {', '.join(modules)}" + (f", -k {args.keyword}" if args.keyword else "")
             problems.append(f"the {mode} run ran no test ({selected}): a run of nothing shows nothing")
+    cross = runs["traced"].get("cross-check") or {"graphs": 0, "findings": [], "partial": []}
+    print(f"the graph cross-check read {cross['graphs']} CPU graph(s) Warp's tests capture: "
+          f"{len(cross['findings'])} other finding(s), {len(cross['partial'])} partial")  # fmt: skip
+    for line in cross["findings"] + cross["partial"]:
+        print("  " + line[:400])
     for name in sorted(set(untraced) | set(traced)):
         if untraced.get(name) != traced.get(name):
             problems.append(f"{name}: untraced {untraced.get(name)!r}, traced {traced.get(name)!r}")

@@ -30,6 +30,7 @@ fails the layout check: its nodes then carry no addresses, and the cross-check s
 from __future__ import annotations
 
 import ctypes
+import operator
 import os
 import re
 import struct
@@ -465,7 +466,7 @@ class _Reader:
             "adjoint": not forward,
             "shape": shape,
             "size": total,
-            "params": (kernel.bounds.pack(*shape, total, multiplier), *[values[at:end] for at, end in kernel.blobs]),
+            "params": (kernel.bounds.pack(*shape, total, multiplier), *kernel.split(values)),
             "unresolved": unresolved,
         }
 
@@ -497,7 +498,7 @@ class _Kernel:
     module: str
     ndim: int
     bounds: struct.Struct
-    blobs: tuple[tuple[int, int], ...]
+    split: Callable[[bytes], tuple[bytes, ...]]  # the values, one bytes per parameter
     slots: tuple[tuple[int, int], ...]
     relocs: struct.Struct  # the relocation table: a launch's relocations in one read
 
@@ -515,9 +516,12 @@ class _Kernel:
             for position, (_, count, offset, _, _) in enumerate(bindings, 1)
             for _ in range(count)
         )  # fmt: skip
-        blobs = tuple((offset, offset + size) for _, _, offset, size, _ in bindings)
+        blobs = [slice(offset, offset + size) for _, _, offset, size, _ in bindings]
+        split: Callable[[bytes], tuple[bytes, ...]] = (
+            operator.itemgetter(*blobs) if len(blobs) > 1 else lambda values: tuple(values[b] for b in blobs)
+        )
         relocs = struct.Struct("<" + _RELOC.format.lstrip("<") * len(slots))
-        return cls(name, module, ndim, struct.Struct(f"<{ndim}I{pad}xQQ"), blobs, slots, relocs)
+        return cls(name, module, ndim, struct.Struct(f"<{ndim}I{pad}xQQ"), split, slots, relocs)
 
 
 def _fixed_fields(op: int, values: dict[str, Any], address: Callable[[int, int], int | None], tail: bytes) -> dict:
