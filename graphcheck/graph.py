@@ -705,7 +705,7 @@ def _wanted(records: Sequence[LaunchRecord]) -> list[_Want]:
     """What the trace wants the graph to hold, in order: a conditional's bodies inside it."""
     top: list[_Want] = []
     bodies: dict[tuple[int, str], list[_Want]] = {}
-    keys: dict[int, str | None] = {}  # id(kernel) -> its key
+    keys: dict[int, str] = {}  # id(kernel) -> its key
     for index, record in enumerate(records):
         nested = record.nested
         target = bodies.setdefault(nested[:2], []) if nested.__class__ is tuple else top
@@ -716,7 +716,7 @@ def _wanted(records: Sequence[LaunchRecord]) -> list[_Want]:
             kernel = record.kernel_object
             key = keys.get(id(kernel))
             if key is None:
-                key = keys[id(kernel)] = getattr(kernel, "key", None)
+                key = keys[id(kernel)] = str(getattr(kernel, "key", ""))
             target.append(_Want(index, "KERNEL", key, None, None, record.adjoint))
         elif kind == "conditional":
             loop = record.kernel.endswith("capture_while")
@@ -839,7 +839,7 @@ def _align_launched(want: _Want, nodes: list[GraphNode], j: int, dropped: list) 
     """A CPU graph launched inside the capture (``wp.capture_launch``): the operations of
     the outer graph that replay what the inner graph holds, from ``j``; what they leave
     out is dropped. Returns where the outer graph's next operation stands."""
-    inner = want.asked.get("graph")
+    inner = (want.asked or {}).get("graph")
     if not isinstance(inner, _warp.CpuGraph):
         dropped.append(Dropped(want.record, want.call, str(inner or "the graph launched could not be read")))
         return j

@@ -379,9 +379,11 @@ class _Reader:
         self._structures: dict[bytes, _Kernel] = {}
 
     def walk(self, start: int, end: int, count: int, stream: int, depth: int) -> list[GraphNode]:
-        data, out, nodes, kernels = self.data, [], self.nodes, self._kernels
+        data, nodes, kernels = self.data, self.nodes, self._kernels
+        out: list[GraphNode] = []
         self.streams[stream] = out
-        pos, previous = start, ()
+        pos = start
+        previous: tuple[int, ...] = ()
         for _ in range(count):
             if pos + 8 > end:
                 raise CpuGraphUnreadable(f"the operation stream ends at byte {end} inside an operation's header")
@@ -442,7 +444,8 @@ class _Reader:
         kernel = self._structures.get(shared)
         if kernel is None:
             kernel = self._structures[shared] = _Kernel.read(data, pos, ndim, forward, key_len, hash_len, nparams)
-        values, unresolved = data[values_at : values_at + value_size], ()
+        values = data[values_at : values_at + value_size]
+        unresolved: tuple[tuple[int, int], ...] = ()
         if nrelocs:
             patched, regions = bytearray(values), self.regions
             relocs = kernel.relocs.unpack_from(data, relocs_at)  # (slot, region, offset, kind) each
