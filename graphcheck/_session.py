@@ -274,6 +274,8 @@ class Session:
         on_cpu = not record.stream or record.device.startswith("cpu")
         if self.eager and on_cpu and _warp.capturing_now(record.device, None):
             record.nested = True
+        if record.stream is None and not _warp.capturing_now("cpu", None):
+            record.uncaptured = 0  # a CPU operation no CPU capture records (none open, or paused): it ran at once
         internal = record.internal
         for trace in self.traces:
             if not internal or trace.include_warp:
@@ -584,7 +586,10 @@ class Session:
         asked for it; else an operation of its own (a library calling Warp's native
         library directly), kept with Warp's internal operations: what a CPU graph holds
         for it is matched to it, and what it does not hold is reported."""
-        fields = _warp.host_call_fields(name, args)
+        try:
+            fields = _warp.host_call_fields(name, args)
+        except Exception:  # arguments graphcheck cannot read: Warp's call goes on, and asks for nothing known
+            fields = {}
         ops = self.ops
         if ops:
             record = ops[-1]

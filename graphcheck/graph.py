@@ -710,8 +710,8 @@ def _wanted(records: Sequence[LaunchRecord]) -> list[_Want]:
         nested = record.nested
         target = bodies.setdefault(nested[:2], []) if nested.__class__ is tuple else top
         kind = record.kind
-        if record.device != "cpu" and not record.device.startswith("cpu"):
-            continue
+        if record.uncaptured == 0 or (record.device != "cpu" and not record.device.startswith("cpu")):
+            continue  # it ran at once, out of every CPU capture (paused), or on another device
         if kind == "launch":
             kernel = record.kernel_object
             key = keys.get(id(kernel))

@@ -73,8 +73,9 @@ class LaunchRecord:
         uncaptured: on CUDA, for an operation its stream did not capture: the handle of
             the stream its device was capturing on (it went to another stream, ran once,
             at capture time, and is missing from the graph), or 0 when its device had no
-            capture open (before or after one, or while the user paused it); None for
-            every other operation (the CPU, one in the capture, one the driver could not
+            capture open (before or after one, or while the user paused it); on the CPU, 0
+            for an operation that ran at once (no CPU capture open, or it was paused);
+            None for every other operation (one in a capture, one the driver could not
             place).
         host_bytes: for a copy from host memory (a CPU or pinned array), what the source
             held when the copy was issued (its bytes, or a digest of large ones); else None.
@@ -688,10 +689,13 @@ def from_raw(raw: tuple[Any, ...]) -> LaunchRecord:
     # before it, and stands at the odd place just after it (see _session._sequence).
     kernel_id, adjoint, _, max_blocks, code, lasti, after = raw[:7]
     block_dim = 1 if len(raw) == 7 else _cpu_block_dim(raw[7])
-    return LaunchRecord(
+    record = LaunchRecord(
         "launch", _held[kernel_id], adjoint, _params_of(raw), None, "cpu", block_dim, max_blocks or 0, None,
         code, lasti, "launch", False, after + 1,
     )  # fmt: skip
+    if len(raw) == 7:
+        record.uncaptured = 0  # an eager launch: it ran at once (no CPU capture was recording)
+    return record
 
 
 def seq_of(item: Any) -> int:

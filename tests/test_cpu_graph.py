@@ -593,3 +593,48 @@ def test_read_graph_returns_the_nodes_and_check_shows_them_with_their_source_lin
                for line in lines), lines  # fmt: skip
     assert any(line.startswith("  1: memcpy 64 bytes") and "<- operation #1 wp.copy at test_cpu_graph.py:" in line
                for line in lines), lines  # fmt: skip
+
+
+def test_work_done_while_a_cpu_capture_is_paused_is_not_wanted_in_the_graph():
+    a, b = wp.zeros(N, dtype=float, device=DEVICE), wp.zeros(N, dtype=float, device=DEVICE)
+    wp.launch(advance, dim=N, inputs=[a, 1.0], device=DEVICE)
+    with gc.GraphGuard(device=DEVICE, owners=(a, b)) as guard:
+        wp.launch(advance, dim=N, inputs=[a, 1.0], device=DEVICE)
+        paused = wp._src.context.capture_pause(device=DEVICE)
+        b.zero_()  # runs at once, out of the graph, on purpose
+        wp.launch(advance, dim=N, inputs=[b, 2.0], device=DEVICE)
+        wp._src.context.capture_resume(paused, device=DEVICE)
+        wp.launch(advance, dim=N, inputs=[a, 3.0], device=DEVICE)
+    report = guard.report
+    assert not report.findings and "graph" in report.checks, str(report)
+    assert [(n.type, n.role) for n in guard.checked.graph_match.nodes] == [("KERNEL", "recorded")] * 2
+
+
+def test_a_raw_native_call_with_ctypes_arguments_is_matched():
+    a = wp.zeros(N, dtype=float, device=DEVICE)
+    core = wp._src.context.runtime.core
+
+    def step():
+        wp.launch(advance, dim=N, inputs=[a, 1.0], device=DEVICE)
+        core.wp_memset_host(ctypes.c_void_p(a.ptr), ctypes.c_int(0), ctypes.c_size_t(a.capacity))
+
+    checked = gc.capture(step, device=DEVICE, owners=(a,))
+    assert checked.report.ok, str(checked.report)
+    (memset,) = [n for n in checked.graph_match.nodes if n.type == "MEMSET"]
+    assert memset.role == "recorded" and memset.asked == {"dst": a.ptr, "value": 0, "nbytes": a.capacity}
+
+
+def test_a_conditional_that_raised_is_not_wanted_in_the_graph():
+    flag = wp.ones(1, dtype=int, device=DEVICE)
+    a = wp.zeros(N, dtype=float, device=DEVICE)
+
+    def body():
+        wp.launch(advance, dim=N, inputs=[a, 1.0], device=DEVICE)
+        raise KeyError("the body fails")
+
+    with gc.trace_launches(include_warp=True) as trace, wp.ScopedCapture(device=DEVICE) as capture:
+        with pytest.raises(KeyError):
+            wp.capture_if(flag, on_true=body)
+        wp.launch(advance, dim=N, inputs=[a, 2.0], device=DEVICE)
+    result = crosscheck.check_graph(capture.graph, trace)
+    assert result.findings == [] and result.complete

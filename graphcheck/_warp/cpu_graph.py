@@ -632,15 +632,20 @@ def host_call_fields(label: str, args: tuple[Any, ...]) -> dict[str, Any]:
     (bytes), ``element_size`` and ``count``. Empty for other calls (their arguments by
     role are their record's ``args``)."""
     if label == "memcpy_h2h":
-        return {"dst": _address(args[0]), "src": _address(args[1]), "nbytes": int(args[2])}
+        return {"dst": _address(args[0]), "src": _address(args[1]), "nbytes": _int(args[2])}
     if label == "memset_host":
-        return {"dst": _address(args[0]), "value": int(args[1]), "nbytes": int(args[2])}
+        return {"dst": _address(args[0]), "value": _int(args[1]), "nbytes": _int(args[2])}
     if label == "memtile_host":
-        size = int(args[2])
+        size = _int(args[2])
         source = _address(args[1])
         value = ctypes.string_at(source, size) if source and size else b""
-        return {"dst": _address(args[0]), "value": value, "element_size": size, "count": int(args[3])}
+        return {"dst": _address(args[0]), "value": value, "element_size": size, "count": _int(args[3])}
     return {}
+
+
+def _int(value: Any) -> int:
+    """A number argument as an int (a Python int, or a ctypes one: ``c_int(0)``, ``c_size_t(n)``)."""
+    return int(getattr(value, "value", value))
 
 
 def _address(value: Any) -> int:
