@@ -170,8 +170,12 @@ class GraphMatch:
                 continue
             record = records[node.record]
             operation = positions.get(node.record, -1)
-            launch = node.type == "KERNEL" and record.kind == "launch" and _decodable(node, record)
-            found = _node_addresses(node, record.layout if launch else None)
+            if node.type == "KERNEL" and record.kind == "launch" and node.fields.get("params") == record.param_bytes:
+                # The bytes the launch passed (a CPU graph's, the commonest case): its addresses, worked out once.
+                found = [(address.arg, address.start, address.nbytes) for address in record.addresses()]
+            else:
+                launch = node.type == "KERNEL" and record.kind == "launch" and _decodable(node, record)
+                found = _node_addresses(node, record.layout if launch else None)
             if found is None:
                 continue  # the record's addresses stand
             out.setdefault(operation, []).extend(
