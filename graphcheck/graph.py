@@ -821,7 +821,11 @@ def _align(wants: list[_Want], nodes: list[GraphNode], streams: dict[int, list[G
             else:
                 there = f"the graph holds {_described(node)} there" if node is not None else "the graph ends before it"
                 dropped.append(
-                    Dropped(want.record, want.call, f"the graph holds no {want.type.lower()} for it ({there})")
+                    Dropped(
+                        want.record,
+                        want.call,
+                        f"the graph holds no {want.type.lower().replace('_', ' ')} for it ({there})",
+                    )
                 )
         i += 1
 
