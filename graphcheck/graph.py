@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import _cuda, _warp
+from ._words import article
 from .nodes import CaptureSpan, Dropped, GraphNode
 from .operations import CPU_GRAPH_LAUNCH
 from .params import ArrayRef, decode
@@ -170,6 +171,7 @@ class GraphMatch:
                 continue
             record = records[node.record]
             operation = positions.get(node.record, -1)
+            found: list[tuple[str, int, int]] | None
             if node.type == "KERNEL" and record.kind == "launch" and node.fields.get("params") == record.param_bytes:
                 # The bytes the launch passed (a CPU graph's, the commonest case): its addresses, worked out once.
                 found = [(address.arg, address.start, address.nbytes) for address in record.addresses()]
@@ -840,7 +842,7 @@ def _pair(want: _Want, node: GraphNode, streams: dict[int, list[GraphNode]], dro
 def _described(node: GraphNode) -> str:
     if node.type == "KERNEL":
         return f"the launch of {node.name}" + (" (adjoint)" if node.fields.get("adjoint") else "")
-    return f"a {node.type.lower().replace('_', ' ')}"
+    return article(node.type.lower().replace("_", " "))
 
 
 def _align_launched(want: _Want, nodes: list[GraphNode], j: int, dropped: list) -> int:
