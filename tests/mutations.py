@@ -66,16 +66,13 @@ MUTATIONS: dict[str, Mutation] = {
     "M2b": Mutation(
         "a memset's (any _run operation's) 'before' query is taken after Warp's memset",
         "graphcheck/_session.py",
-        "        try:\n            result = call(*args, **kwargs)\n        except BaseException:\n"
-        "            self.retract(record)\n            raise\n        if stream:\n",
-        "        try:\n            result = call(*args, **kwargs)\n        except BaseException:\n"
-        "            self.retract(record)\n            raise\n        if stream:\n"
-        "            self.before_cuda_op(record, stream)\n",
+        "        finally:\n            ops.pop()\n        if stream:\n",
+        "        finally:\n            ops.pop()\n        if stream:\n            self.before_cuda_op(record, stream)\n",
         also=(
             (
                 "graphcheck/_session.py",
-                "            self.before_cuda_op(record, stream)\n        try:\n",
-                "            pass\n        try:\n",
+                "            self.before_cuda_op(record, stream)\n        ops = self.ops\n",
+                "            pass\n        ops = self.ops\n",
             ),
         ),
     ),

@@ -51,7 +51,7 @@ import pytest
 import warp as wp
 import warp._src.context as warp_context
 
-from tests.internals import _cuda, _warp, cuda_launch_hook, native_hook
+from tests.internals import _cuda, _session, _warp, cuda_launch_hook, native_hook
 from tests.recorded_driver import SUCCESS, RecordedDriver, driver
 
 STREAM = 0x5EED00  # cuda:0's current stream
@@ -405,6 +405,15 @@ def install(monkeypatch: pytest.MonkeyPatch) -> ScriptedCapture:
     for name in ("wp_memcpy_h2h", "wp_array_copy_host", "wp_array_fill_host"):
         monkeypatch.setattr(core, name, script.observe(_OP, getattr(core, name)))
     monkeypatch.setattr(core, "wp_alloc_host", script.observe(_ALLOC, core.wp_alloc_host))
+    # While recording, graphcheck's own hooks stand in those places and hand each call to the
+    # session with Warp's function: observed there too.
+    on_host_call = _session.Session.on_host_call
+    enqueuing = {"memset_host", "memtile_host", "memcpy_h2h", "array_copy_host", "array_fill_host"}
+
+    def observed(session: Any, original: Any, name: str, args: tuple[Any, ...]) -> Any:
+        return on_host_call(session, script.observe(_OP, original) if name in enqueuing else original, name, args)
+
+    monkeypatch.setattr(_session.Session, "on_host_call", observed)
     return script
 
 
