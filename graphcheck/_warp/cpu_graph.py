@@ -301,6 +301,7 @@ _PARAM = struct.Struct("<HHIII")
 _RELOC = struct.Struct("<IiQB7x")
 _DATA_PTR, _HANDLE = 1, 2
 _NO_FIELDS: dict[str, Any] = {}  # a node's fields until they are read
+_DISTINCT = 512  # launches read before deciding whether a graph repeats its launches
 _COND = struct.Struct("<IIiIQIIII")
 _U64 = struct.Struct("<Q")
 
@@ -375,7 +376,8 @@ class _Reader:
         self.streams: dict[int, list[GraphNode]] = {}
         # A step launches the same kernel on the same arguments many times: a launch
         # record's bytes read once serve every copy of it in this graph.
-        self._kernels: dict[bytes, dict[str, Any]] = {}
+        self._kernels: dict[bytes, dict[str, Any]] | None = {}
+        self._repeats = 0  # launches found among those read before
         self._structures: dict[bytes, _Kernel] = {}
 
     def walk(self, start: int, end: int, count: int, stream: int, depth: int) -> list[GraphNode]:
@@ -394,11 +396,19 @@ class _Reader:
             nodes.append(node)
             out.append(node)
             try:
-                if op == 1:
+                if op == 1 and kernels is not None:
                     # The same launch, byte for byte, shares its fields (nodes do not change them).
                     record = data[pos : pos + size]
                     fields = kernels.get(record)
-                    node.fields = fields if fields is not None else kernels.setdefault(record, self._kernel(pos, size))
+                    if fields is None:
+                        fields = kernels[record] = self._kernel(pos, size)
+                        if len(kernels) == _DISTINCT:  # launches that differ each time: look no more
+                            kernels = self._kernels = None if self._repeats < _DISTINCT // 8 else kernels
+                    else:
+                        self._repeats += 1
+                    node.fields = fields
+                elif op == 1:
+                    node.fields = self._kernel(pos, size)
                 else:
                     node.fields = {}
                     self._read(node, op, pos, size, depth)
