@@ -40,6 +40,9 @@ from dataclasses import dataclass, field
 from math import prod
 from typing import Any
 
+import numpy as np
+
+from .._memo import remember
 from ..nodes import GraphNode, GraphReadError
 from .version import WARP_VERSION, _runtime
 
@@ -280,6 +283,7 @@ def read_cpu_state(state: int, python_regions: dict[int, int] | None = None, *, 
             layout = str(error)
     reader = _Reader(stream, version, regions, state)
     reader.walk(0, len(stream), count, state, 0)
+    reader.relocate()
     gaps = []
     if regions is None:
         why = layout or "Warp's save holds no live addresses"
@@ -299,6 +303,7 @@ _LAUNCH_BYTES = 80
 _LAUNCH = {True: struct.Struct("<II4iiQQiiiiB3xHHH2xII"), False: struct.Struct("<II4IiQQiiiiB3xHHH2xII")}
 _PARAM = struct.Struct("<HHIII")
 _RELOC = struct.Struct("<IiQB7x")
+_RELOCS = np.dtype([("slot", "<u4"), ("region", "<i4"), ("offset", "<u8"), ("kind", "u1"), ("_", "V7")])
 _DATA_PTR, _HANDLE = 1, 2
 _NO_FIELDS: dict[str, Any] = {}  # a node's fields until they are read
 _DISTINCT = 512  # launches read before deciding whether a graph repeats its launches
@@ -378,7 +383,9 @@ class _Reader:
         # record's bytes read once serve every copy of it in this graph.
         self._kernels: dict[bytes, dict[str, Any]] | None = {}
         self._repeats = 0  # launches found among those read before
-        self._structures: dict[bytes, _Kernel] = {}
+        self._fixed: dict[bytes, dict[str, Any]] = {}
+        # Launches whose relocations are applied at once, when the whole stream is read.
+        self._pending: list[tuple[dict[str, Any], bytes, int, int, int, int, _Kernel]] = []
 
     def walk(self, start: int, end: int, count: int, stream: int, depth: int) -> list[GraphNode]:
         data, nodes, kernels = self.data, self.nodes, self._kernels
@@ -435,10 +442,16 @@ class _Reader:
             return
         if op in (7, 8):
             self._conditional(node, op, pos, size, depth)
-        else:
+            return
+        # The same record, byte for byte, shares its fields (a step zeroes the same buffers
+        # every substep); region ids are the graph's own, so only within this graph.
+        record = self.data[pos : pos + size]
+        fields = self._fixed.get(record)
+        if fields is None:
             layout, names = _FIXED[op]
             values = dict(zip(names, layout.unpack_from(self.data, pos + 8)))
-            node.fields = _fixed_fields(op, values, self.address, self.data[pos + 8 + layout.size : pos + size])
+            fields = self._fixed[record] = _fixed_fields(op, values, self.address, record[8 + layout.size :])
+        node.fields = fields
 
     def _kernel(self, pos: int, size: int) -> dict[str, Any]:
         data = self.data
@@ -448,40 +461,73 @@ class _Reader:
         values_at = relocs_at + _RELOC.size * nrelocs
         if values_at + value_size - pos != size:
             raise ValueError(f"a launch record of {size} bytes whose parts do not add up")
-        # What every launch of one kernel shares (its name, its parameters' places, where
-        # each relocation lands), read once per graph.
-        shared = data[pos + 24 : relocs_at]
-        kernel = self._structures.get(shared)
+        # What every launch of one kernel shares (its rank, name, parameters' places, where
+        # each relocation lands), read once in the process: a step launches the same kernels
+        # capture after capture.
+        shared = data[pos + 24 : pos + 28] + data[pos + 44 : relocs_at]
+        kernel = _KERNELS.get(shared)
         if kernel is None:
-            kernel = self._structures[shared] = _Kernel.read(data, pos, ndim, forward, key_len, hash_len, nparams)
-        values = data[values_at : values_at + value_size]
-        unresolved: tuple[tuple[int, int], ...] = ()
-        if nrelocs:
-            patched, regions = bytearray(values), self.regions
-            relocs = kernel.relocs.unpack_from(data, relocs_at)  # (slot, region, offset, kind) each
-            for at, (position, base) in enumerate(kernel.slots):
-                slot, region, region_offset, kind = relocs[4 * at : 4 * at + 4]
-                if kind != _DATA_PTR:  # a handle replays as the captured id; an explicit null as 0
-                    address = region_offset if kind == _HANDLE else 0
-                elif regions is None:  # no live address known: the slot is not compared
-                    unresolved += ((position, slot),)
-                    continue
-                else:
-                    address = regions[region][0] + region_offset  # (KeyError: a region the table lacks)
-                _U64.pack_into(patched, base + slot, address)
-            values = bytes(patched)
+            kernel = remember(_KERNELS, shared, _Kernel.read(data, pos, ndim, forward, key_len, hash_len, nparams))
         shape = (s0, s1, s2, s3)[: kernel.ndim]
         product = prod(shape)
         multiplier = total // product if product and total > product else 1
-        return {
+        bounds = kernel.bounds.pack(*shape, total, multiplier)
+        fields = {
             "name": kernel.name,
             "module": kernel.module,
             "adjoint": not forward,
             "shape": shape,
             "size": total,
-            "params": (kernel.bounds.pack(*shape, total, multiplier), *kernel.split(values)),
-            "unresolved": unresolved,
+            "params": None,  # set once the graph's relocations are applied (see relocate)
+            "unresolved": (),
         }
+        if not nrelocs:
+            fields["params"] = (bounds, *kernel.split(data[values_at : values_at + value_size]))
+        elif self.regions is None:  # no live address known: the pointer slots are not compared
+            relocs = kernel.relocs.unpack_from(data, relocs_at)  # (slot, region, offset, kind) each
+            fields["unresolved"] = tuple(
+                (position, relocs[4 * at]) for at, (position, _) in enumerate(kernel.slots) if relocs[4 * at + 3] == 1
+            )
+            fields["params"] = (bounds, *kernel.split(data[values_at : values_at + value_size]))
+        else:
+            self._pending.append((fields, bounds, relocs_at, nrelocs, values_at, value_size, kernel))
+        return fields
+
+    def relocate(self) -> None:
+        """Apply every launch's relocations at once, as replay does one by one (``apic.cpp``'s
+        ``apic_pack_args_buf``): each pointer slot of a launch's values takes the address its
+        region and offset resolve to (a handle its captured id, an explicit null 0).
+
+        Raises:
+            CpuGraphUnreadable: a launch names a region the graph's region table lacks.
+        """
+        pending, regions = self._pending, self.regions
+        if not pending or regions is None:
+            return
+        data = self.data
+        relocs = np.frombuffer(b"".join([data[at : at + _RELOC.size * n] for _, _, at, n, _, _, _ in pending]), _RELOCS)
+        counts = np.fromiter((n for _, _, _, n, _, _, _ in pending), np.int64, len(pending))
+        starts = np.fromiter((at for _, _, _, _, at, _, _ in pending), np.int64, len(pending))
+        places = np.repeat(starts, counts) + np.concatenate([k.bases for *_, k in pending]) + relocs["slot"]
+        bases = np.zeros(max(regions, default=0) + 1, np.uint64)
+        known = np.zeros(len(bases), bool)
+        for rid, (base, _) in regions.items():
+            bases[rid], known[rid] = base, True
+        data_pointer = relocs["kind"] == _DATA_PTR
+        named = np.where(data_pointer, relocs["region"], 0)
+        if (data_pointer & ((named >= len(bases)) | ~known[np.clip(named, 0, len(bases) - 1)])).any():
+            raise CpuGraphUnreadable("a launch of the graph names a region its region table lacks")
+        addresses = np.where(
+            data_pointer,
+            bases[np.clip(named, 0, len(bases) - 1)] + relocs["offset"],
+            np.where(relocs["kind"] == _HANDLE, relocs["offset"], np.uint64(0)),
+        ).astype("<u8")
+        patched = bytearray(data)
+        np.frombuffer(patched, np.uint8)[places[:, None] + np.arange(8)] = addresses.view(np.uint8).reshape(-1, 8)
+        view = memoryview(patched)
+        for fields, bounds, _, _, at, size, kernel in pending:
+            fields["params"] = (bounds, *kernel.split(view[at : at + size].tobytes()))
+        pending.clear()
 
     def _conditional(self, node: GraphNode, op: int, pos: int, size: int, depth: int) -> None:
         _, _, region, _, offset, a_size, a_count, b_size, b_count = _COND.unpack_from(self.data, pos)
@@ -500,6 +546,10 @@ class _Reader:
         self.walk(a_start + a_size, a_start + a_size + b_size, b_count, branches[1], depth + 1)
 
 
+#: What the launches of one kernel share (see :class:`_Kernel`), by the bytes they share.
+_KERNELS: dict[bytes, _Kernel] = {}
+
+
 @dataclass(frozen=True)
 class _Kernel:
     """What every launch record of one kernel in one graph shares: its name and module, the
@@ -514,6 +564,7 @@ class _Kernel:
     split: Callable[[bytes], tuple[bytes, ...]]  # the values, one bytes per parameter
     slots: tuple[tuple[int, int], ...]
     relocs: struct.Struct  # the relocation table: a launch's relocations in one read
+    bases: np.ndarray  # where the parameter each relocation patches starts among the values
 
     @classmethod
     def read(cls, data: bytes, pos: int, ndim: int, forward: int, key_len: int, hash_len: int, nparams: int) -> _Kernel:
@@ -534,7 +585,8 @@ class _Kernel:
             operator.itemgetter(*blobs) if len(blobs) > 1 else lambda values: tuple(values[b] for b in blobs)
         )
         relocs = struct.Struct("<" + _RELOC.format.lstrip("<") * len(slots))
-        return cls(name, module, ndim, struct.Struct(f"<{ndim}I{pad}xQQ"), split, slots, relocs)
+        bases = np.array([base for _, base in slots], np.int64)
+        return cls(name, module, ndim, struct.Struct(f"<{ndim}I{pad}xQQ"), split, slots, relocs, bases)
 
 
 def _fixed_fields(op: int, values: dict[str, Any], address: Callable[[int, int], int | None], tail: bytes) -> dict:
@@ -629,10 +681,15 @@ def node_type_for(label: str) -> str | None:
     (``"memset_host"``, ``"radix_sort_pairs_int_host"``): ``""`` for set-up work a graph
     needs no operation for (allocations, constructors), None for work no CPU graph
     operation replays (``"mesh_refit_host"``)."""
-    for pattern, kind in _NODE_TYPES:
-        if pattern.match(label):
-            return kind
-    return SET_UP if _SET_UP.search(label) else None
+    if label not in _NODE_TYPE_OF:
+        kind = next((kind for pattern, kind in _NODE_TYPES if pattern.match(label)), None)
+        if kind is None and _SET_UP.search(label):
+            kind = SET_UP
+        _NODE_TYPE_OF[label] = kind
+    return _NODE_TYPE_OF[label]
+
+
+_NODE_TYPE_OF: dict[str, str | None] = {}  # the entry points are few: each looked up once
 
 
 def host_call_fields(label: str, args: tuple[Any, ...]) -> dict[str, Any]:
