@@ -68,7 +68,7 @@ class CaptureSpan(NamedTuple):
     bodies: tuple[int, ...] = ()
 
 
-@dataclass
+@dataclass(slots=True)
 class GraphNode:
     """One node of a captured graph: a CUDA graph node, or one operation of a CPU graph.
 
