@@ -67,7 +67,8 @@ MUTATIONS: dict[str, Mutation] = {
         "a memset's (any _run operation's) 'before' query is taken after Warp's memset",
         "graphcheck/_session.py",
         "        finally:\n            ops.pop()\n        if stream:\n",
-        "        finally:\n            ops.pop()\n        if stream:\n            self.before_cuda_op(record, stream)\n",
+        "        finally:\n            ops.pop()\n        if stream:\n"
+        "            self.before_cuda_op(record, stream)\n",
         also=(
             (
                 "graphcheck/_session.py",
