@@ -33,6 +33,7 @@ from . import _warp, checks, crosscheck
 from ._words import article
 from .buffers import BufferSet
 from .checked import CheckedGraph, owned_buffers
+from .checks import between_calls, cuda_rules, escaped_work, foreign_buffers, made_per_call, overloads, undecodable
 from .config import DISABLED, disabled_by_environment
 from .fallback import Fallback, on_failure_with
 from .findings import Finding, Report, act, comment_allowances
@@ -81,11 +82,17 @@ def judge(
     user = trace.user_view()  # what the call itself issued: what the host-side checks judge
     strict = options.strict_ownership
     # With warmup=None a drift is settled by one more eager call (GraphGuard._retry), not by advice.
-    first_call = checks.first_call_fix(options.warmup) if options.warmup is not None else None
-    outcome = checks.comparison(reference, user, owned, strict=strict, validated_before=validated_before,
-                                first_call=first_call, against=against)  # fmt: skip
-    outcome += checks.host_rules(user, owned, strict=strict, device=device)
-    outcome += checks.owned_by_producer(user, owned, reference, validated_before=validated_before)
+    first_call = between_calls.first_call_fix(options.warmup) if options.warmup is not None else None
+    outcome = between_calls.check(reference, user, owned, strict=strict, validated_before=validated_before,
+                                  first_call=first_call, against=against)  # fmt: skip
+    outcome += made_per_call.check(user, owned, strict=strict, device=device)
+    outcome += undecodable.check(user)
+    outcome += escaped_work.check(user)
+    outcome += cuda_rules.check(user, device=device)
+    outcome += overloads.check(user, device=device)
+    if not len(user):
+        outcome.notes.append("the capture recorded no operation: the graph does nothing when replayed")
+    outcome += foreign_buffers.check(user, owned, reference, validated_before=validated_before)
     match = None
     if graph is not None and (_warp.graph_handle(graph) or _warp.cpu_graph_state(graph) is not None):
         try:  # read once: the replay check's addresses and the picture use the same match
@@ -118,7 +125,7 @@ class _Retry:
 def compared_differences(findings: Sequence[Finding]) -> list[Finding]:
     """The findings that say the capture differs from the call it was compared with (the
     kinds :func:`graphcheck.checks.drift` gives), which a later call may settle."""
-    return [f for f in findings if f.kind in checks.COMPARED_KINDS]
+    return [f for f in findings if f.kind in between_calls.COMPARED_KINDS]
 
 
 def _cause(finding: Finding) -> tuple[Any, ...]:
@@ -671,7 +678,7 @@ class GraphGuard:
         first, new = retry.trace.user_view(), trace.user_view()
         reference, captured, against = (new, first, checks.LATER_CAPTURE) if own_block else (
             first, new, checks.FIRST_CAPTURE)  # fmt: skip
-        again = checks.comparison(reference, captured, owned, strict=self.options.strict_ownership,
+        again = between_calls.check(reference, captured, owned, strict=self.options.strict_ownership,
                                   validated_before=False, against=against).findings  # fmt: skip
         kept += same_causes_once(kept, again)
         note = settling_note(retry.first.findings, later, unlike_first=bool(again), own_block=own_block)

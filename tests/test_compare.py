@@ -201,7 +201,7 @@ def test_memory_made_at_an_address_the_other_call_used_before_is_no_reuse(cpu):
 
 
 def test_buffers_warp_keeps_are_looked_for_only_where_the_reference_call_made_one_for_warp(cpu):
-    from graphcheck.checks import held_by_warp
+    from graphcheck.checks.warp_pools import held_by_warp
 
     kept = []
 

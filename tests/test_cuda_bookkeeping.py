@@ -19,9 +19,12 @@ import pytest
 import warp as wp
 
 import graphcheck as gc
-from graphcheck.checks import comparison, host_rules, uncaptured
+from graphcheck.checks import between_calls
+from graphcheck.checks.escaped_work import uncaptured
 from graphcheck.crosscheck import check
 from graphcheck.graph import match_nodes, walk
+from graphcheck.guard import judge
+from graphcheck.options import CaptureOptions
 from tests import kernels as K
 from tests.internals import _cuda, _warp, deterministic_hook
 from tests.recorded_driver import Keep, kernel_struct, memcpy_struct, memset_struct
@@ -513,8 +516,8 @@ def test_work_on_a_stream_the_capture_does_not_record_is_a_stream_drift(scripted
     assert finding.kind == "stream-drift" and finding.index == 1
     assert f"went to stream {STREAM:#x} while the capture records stream {OTHER_STREAM:#x}" in finding.message
     assert "wp.ScopedStream" in finding.message
-    outcome = host_rules(trace, None, strict=False, device="cuda:0")
-    assert [f.kind for f in outcome.findings] == ["stream-drift"]
+    report, _ = judge(None, trace, None, None, CaptureOptions(), name="escaped", device="cuda:0")
+    assert [f.kind for f in report.findings] == ["stream-drift"]
     params = packed_bytes(cmd)
     scripted.kernel(GRAPH, 0x1, kernel_struct(params, keep, func=FUNC), layout(params))
     assert read(scripted, trace).gaps == [], "a finding already says it; the cross-check itself is complete"
@@ -863,8 +866,8 @@ def test_warps_deterministic_machinery_is_internal_to_the_call(scripted):
     assert [r.kernel for r in reference if not r.internal] == ["tests.kernels.scale"]
     assert reference.host_syncs == [], "Warp's readback of its own counter is not the user's"
     assert uncaptured(captured) == []
-    assert host_rules(captured, None, strict=False, device="cuda:0").findings == []
-    assert comparison(reference, captured, None, strict=False, validated_before=False).findings == []
+    assert judge(None, captured, None, None, CaptureOptions(), name="sort", device="cuda:0")[0].findings == ()
+    assert between_calls.check(reference, captured, None, strict=False, validated_before=False).findings == []
     keys, values, counter = made["keys"], made["values"], made["counter"]
     scripted.node(GRAPH, 0x1, "MEMSET", memset_struct(keys.ptr, 8 * 1024, value=0xFF))
     scripted.node(GRAPH, 0x2, "MEMSET", memset_struct(values.ptr, 4 * 1024), deps=(0x1,))

@@ -677,7 +677,7 @@ def test_recorded_adjoint_bytes_equal_warps_own_packing(cpu):
 
 
 def test_an_argument_of_a_type_graphcheck_cannot_decode_is_named_in_a_note():
-    from graphcheck import checks
+    from graphcheck.checks.undecodable import undecoded
     from graphcheck.params import Opaque, ParamKind, ParamSpec, decode
     from graphcheck.record import LaunchRecord
 
@@ -690,5 +690,5 @@ def test_an_argument_of_a_type_graphcheck_cannot_decode_is_named_in_a_note():
     record = LaunchRecord("native", "custom_op", False, None, args, "cpu", 0, 0, None, None, -1, "", False, 1)
     trace = gc.LaunchTrace()
     trace._items = [record]
-    (note,) = checks.undecoded(trace)
+    (note,) = undecoded(trace)
     assert "custom_op argument 'blob' has type MyNativeType, which graphcheck cannot decode" in note

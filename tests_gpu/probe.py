@@ -609,7 +609,7 @@ def _non_current_stream(probe: Probe, ctx: Any) -> None:
         y.zero_()
         wp.copy(pinned, y)
     _records(probe, escaped)
-    from graphcheck.checks import uncaptured
+    from graphcheck.checks.escaped_work import uncaptured
 
     probe.expect("the zero_ and the copy are stream-drift findings",
                  [(f.kind, f.kernel) for f in uncaptured(escaped)],

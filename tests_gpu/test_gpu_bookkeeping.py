@@ -12,7 +12,7 @@ import warp as wp
 
 import graphcheck as gc
 from graphcheck import _cuda, _warp
-from graphcheck.checks import uncaptured
+from graphcheck.checks.escaped_work import uncaptured
 from graphcheck.crosscheck import check
 from graphcheck.graph import read_match
 from tests import kernels as K

@@ -14,7 +14,7 @@ import pytest
 import warp as wp
 
 import graphcheck as gc
-from graphcheck.checks import uncaptured
+from graphcheck.checks.escaped_work import uncaptured
 from graphcheck.crosscheck import check
 from graphcheck.graph import read_match
 from tests import kernels as K
