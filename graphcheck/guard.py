@@ -20,23 +20,21 @@ off: the guard is then a plain ``wp.ScopedCapture`` and ``launch`` a plain
 
 from __future__ import annotations
 
-import contextvars
 import sys
-import threading
-import weakref
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from types import CodeType, TracebackType
 from typing import Any
 
-from . import _warp, checks, crosscheck
+from . import _capturing, _warp, checks, crosscheck, settling, validated_sites
+from ._capturing import observe, opening_capture
 from ._words import article
 from .buffers import BufferSet
 from .checked import CheckedGraph, owned_buffers
 from .checks import between_calls, cuda_rules, escaped_work, foreign_buffers, made_per_call, overloads, undecodable
+from .checks.capture_errors import user_site
 from .config import DISABLED, disabled_by_environment
 from .fallback import Fallback, on_failure_with
-from .findings import Finding, Report, act, comment_allowances
+from .findings import Report, act, comment_allowances
 from .graph import GraphMatch, read_match
 from .nodes import GraphReadError
 from .operations import BakedValue
@@ -45,7 +43,10 @@ from .record import LaunchTrace, keep_hooks, trace_launches
 from .replay import baked_addresses, baked_values
 from .site import CodeKind, Site, site_of
 
-__all__ = ["CheckedGraph", "GraphGuard", "capture", "checking_enabled", "judge"]
+__all__ = [
+    "CheckedGraph", "GraphGuard", "InferredOwners", "capture", "check_device", "checking_enabled", "judge",
+    "observe", "opening_capture",
+]  # fmt: skip
 
 
 def judge(
@@ -81,7 +82,7 @@ def judge(
     """
     user = trace.user_view()  # what the call itself issued: what the host-side checks judge
     strict = options.strict_ownership
-    # With warmup=None a drift is settled by one more eager call (GraphGuard._retry), not by advice.
+    # With warmup=None a drift is settled by later calls (graphcheck.settling), not by advice.
     first_call = between_calls.first_call_fix(options.warmup) if options.warmup is not None else None
     outcome = between_calls.check(reference, user, owned, strict=strict, validated_before=validated_before,
                                   first_call=first_call, against=against)  # fmt: skip
@@ -107,171 +108,6 @@ def judge(
     comments, unknown = comment_allowances(site, (record.site for record in user))
     outcome.notes.extend(unknown)
     return outcome.report(allow=options.allow + comments, name=name, device=device, operations=len(user)), match
-
-
-@dataclass
-class _Retry:
-    """What the first capture left when its verdict needs later calls (see GraphGuard._retry)."""
-
-    first: Report  # the first capture's verdict
-    trace: LaunchTrace  # the first capture's trace
-    graph: Any  # the first capture's graph
-    match: GraphMatch | None  # and its nodes matched to the trace (CUDA)
-
-
-# -- Settling a verdict with later calls (see GraphGuard._retry) ---------------------------
-
-
-def compared_differences(findings: Sequence[Finding]) -> list[Finding]:
-    """The findings that say the capture differs from the call it was compared with (the
-    kinds :func:`graphcheck.checks.drift` gives), which a later call may settle."""
-    return [f for f in findings if f.kind in between_calls.COMPARED_KINDS]
-
-
-def _cause(finding: Finding) -> tuple[Any, ...]:
-    # Operations only one call issued are one cause wherever the run starts (the two
-    # comparisons align the calls differently); a value is one cause per argument.
-    if finding.kind == "launch-sequence-drift":
-        return (finding.kind,)
-    return finding.kind, finding.kernel, finding.arg
-
-
-def same_causes_once(found: Sequence[Finding], more: Sequence[Finding]) -> list[Finding]:
-    """``more`` less the findings of a cause ``found`` already reports: the first capture
-    (a guarded block's) compared with the new capture sees again the drift the later calls
-    showed (a tape reused without reset, substeps that adapt); one cause, one finding."""
-    causes = {_cause(f) for f in found}
-    return [f for f in more if _cause(f) not in causes]
-
-
-def _difference_text(finding: Finding) -> str:
-    if finding.kind == "launch-sequence-drift":
-        count = finding.detail.get("operations", 1)
-        return f"{count} operation{'s' if count != 1 else ''} only in one of them"
-    kernel = (finding.kernel or "an operation").rsplit(".", 1)[-1]
-    return f"a {finding.kind} of {kernel}{'' if not finding.arg else f' {finding.arg!r}'}"
-
-
-def settling_note(first: Sequence[Finding], later: Sequence[Finding], *, unlike_first: bool, own_block: bool) -> str:
-    """What the later calls showed, for the report's notes.
-
-    Args:
-        first: the first capture's findings (compared with the reference call).
-        later: the differences between the later eager call and the new capture.
-        unlike_first: whether the first capture differs from the new capture.
-        own_block: whether the first capture is a user's guarded block (the graph returned
-            when it differs from the new capture of its ``reference=``).
-    """
-    returned = "the guarded block's own capture" if own_block and unlike_first else "the new capture"
-    steps = (
-        "graphcheck replayed the capture once, called the step once more eagerly and captured it again (two extra "
-        f"steps; the graph returned is {returned})"
-    )
-    if later:
-        return (
-            f"{steps}: that eager call and the new capture differ too, so the difference is not work only the first "
-            "call does"
-        )
-    if unlike_first and own_block:
-        return (
-            f"{steps}; the guarded block's own capture differs from that new capture of reference= (a guarded block "
-            "must issue what reference= issues at every later call)"
-        )
-    if unlike_first:
-        return (
-            f"{steps}: that eager call and the new capture matched, but the first capture differs from the new one, "
-            "so the difference is not the first call's alone (over four calls, work on the second call only looks "
-            "like work every third call)"
-        )
-    differences = compared_differences(first)
-    said = "; ".join(_difference_text(f) for f in differences[:3])
-    if len(differences) > 3:
-        said += f"; and {len(differences) - 3} more"
-    return (
-        f"the reference call differed from the capture ({said}), as when the first call differs from later ones "
-        f"(set-up, a warm start, a first step size): {steps}, and that eager call, the new capture and the first "
-        "capture matched; this verdict compares them (warmup=1 makes one warm-up call before the reference call "
-        "instead). Work the step does every few calls, first on the first call (a rebuild every 10 steps counted "
-        "from 0), can look the same, and the graph never does it: warmup=0 reports the difference instead"
-    )
-
-
-@dataclass(frozen=True)
-class _Validated:
-    """What a passed validation leaves for the next capture at the same site."""
-
-    producer: Any  # a weak reference to the callable's object
-    report: Report
-    buffers: tuple[Any, ...] | None  # the owners' buffers then (start, end, label), if known
-    graph: Any  # a weak reference to the validated CheckedGraph, whose baked addresses serve again
-
-
-#: Sites whose validation passed: (code of the call, its object's id, where the guard
-#: was made, device) -> what the validation left.
-_validated: dict[tuple[Any, ...], _Validated] = {}
-
-
-def _site_key(fn: Any, code: CodeType | None, lasti: int, device: str) -> tuple[tuple[Any, ...], Any] | None:
-    """The registry key of a capture site and a weak reference to its callable's object.
-
-    The object (a bound method's instance, or the function) is part of the key: a second
-    producer captured at the same line is validated on its own.
-    """
-    if fn is None:
-        return None
-    target = getattr(fn, "__self__", fn)
-    try:
-        ref = weakref.ref(target)
-    except TypeError:
-        return None
-    return (_code_of(fn), id(target), code, lasti, device), ref
-
-
-def _remember(key: tuple[tuple[Any, ...], Any], entry: _Validated) -> None:
-    if len(_validated) > 1024:  # forget sites whose producer is gone
-        for stale in [k for k, v in _validated.items() if v.producer() is None]:
-            del _validated[stale]
-    _validated[key[0]] = entry
-
-
-def _validated_before(key: tuple[tuple[Any, ...], Any] | None) -> _Validated | None:
-    if key is None:
-        return None
-    entry = _validated.get(key[0])
-    return entry if entry is not None and entry.producer() is key[1]() else None
-
-
-def _signature(buffers: BufferSet | None) -> tuple[Any, ...] | None:
-    return tuple(buffers) if buffers is not None else None
-
-
-class _Guards(threading.local):
-    """This thread's guards at work: how deep inside Warp's capture API they are, and who
-    hears of each guard's verdict."""
-
-    def __init__(self) -> None:
-        self.opening = 0  # > 0 while a guard begins or ends its wp.ScopedCapture
-        self.observers: list[Callable[[GraphGuard], None]] = []
-
-
-_guards = _Guards()
-
-#: True while ``fallback="recapture"`` captures again: that capture's reference call is the
-#: launch's one step, so its verdict takes no later calls (no retry).
-_recapturing: contextvars.ContextVar[bool] = contextvars.ContextVar("graphcheck_recapturing", default=False)
-
-
-def opening_capture() -> bool:
-    """Whether a guard of this thread is beginning or ending its own capture now: a front end
-    that patched ``wp.capture_begin`` (:class:`~graphcheck.AutoGuard`) leaves it alone."""
-    return _guards.opening > 0
-
-
-def observe(callback: Callable[[GraphGuard], None]) -> Callable[[], None]:
-    """Call ``callback(guard)`` whenever a guard of this thread has its verdict (before it
-    acts on it); returns the function that stops it."""
-    _guards.observers.append(callback)
-    return lambda: _guards.observers.remove(callback)
 
 
 def checking_enabled() -> bool:
@@ -335,11 +171,6 @@ def _callable_name(fn: Any) -> str:
     if name is None:
         name = type(fn).__name__
     return str(name)
-
-
-def _code_of(fn: Any) -> Any:
-    fn = getattr(fn, "__func__", fn)
-    return getattr(fn, "__code__", None) or type(fn)
 
 
 class GraphGuard:
@@ -420,14 +251,14 @@ class GraphGuard:
         self.name = name or (_callable_name(reference) if reference is not None else "guarded block")
         code, lasti = _caller_site(2)
         self._site = site_of(code, lasti) if code is not None else None
-        self._key = _site_key(reference, code, lasti, self.device)
+        self._key = validated_sites.site_key(reference, code, lasti, self.device)
         self.report = Report(name=self.name, device=self.device)
         self.graph: Any = None
         self.checked: CheckedGraph | None = None
         self._reference_trace: LaunchTrace | None = None
         self._trace: LaunchTrace | None = None
         self._capture: Any = None
-        self._reused: _Validated | None = None
+        self._reused: validated_sites.Validated | None = None
         #: Steps the producer took before the graph's first replay: warm-up calls, the
         #: reference call, and a retry's replay of the first capture and eager call.
         self.eager_calls = 0
@@ -440,17 +271,13 @@ class GraphGuard:
 
     def __enter__(self) -> GraphGuard:
         if not self.enabled:
-            return self._start_capture()
-        validated = None if self.options.revalidate else _validated_before(self._key)
-        if (
-            validated is not None
-            and validated.graph() is not None
-            and validated.buffers is not None
-            and validated.buffers == _signature(owned_buffers(self._owners))
-        ):
+            self._capture = _capturing.begin(self.device, self.options)
+            return self
+        validated = None if self.options.revalidate else validated_sites.lookup(self._key)
+        if validated is not None and validated_sites.holds_same_buffers(validated, self._owners):
             # Validated before, and the owners hold the very same buffers: the reference
             # call is skipped, never the comparison. The capture is recorded and compared
-            # with the capture that was validated (see _judge_reused).
+            # with the capture that was validated (see _judge).
             self._reused = validated
         if self.reference is not None and validated is None:
             for _ in range(self.options.warmup or 0):  # work only the first calls do, unrecorded
@@ -464,7 +291,7 @@ class GraphGuard:
                 self.eager_calls += 1
                 self._reference_trace = reference_trace
             if not self.device.startswith("cpu"):
-                _prepare_driver()
+                _capturing.prepare_driver()
             # Warp's own operations (the memset inside wp.zeros) are kept in the capture's
             # trace: they made graph nodes the cross-check must recognise. The checks skip them.
             self._trace = trace_launches(include_warp=True)
@@ -472,57 +299,18 @@ class GraphGuard:
         finally:
             release()  # the capture's trace holds them from here
         try:
-            return self._start_capture()
+            self._capture = _capturing.begin(self.device, self.options)
         except BaseException:
             self._trace.__exit__(None, None, None)
             raise
-
-    def _start_capture(self) -> GraphGuard:
-        self._capture = self._begin_capture()
         return self
-
-    def _begin_capture(self) -> Any:
-        """A real ``wp.ScopedCapture``, begun as this guard's own (a front end that patched
-        ``wp.capture_begin`` leaves it alone)."""
-        capture = _warp.scoped_capture(self.device, **self.options.scoped_capture())
-        _guards.opening += 1
-        try:
-            capture.__enter__()
-        finally:
-            _guards.opening -= 1
-        return capture
-
-    def _end_capture(
-        self,
-        capture: Any | None,
-        trace: LaunchTrace | None,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> Exception | None:
-        """End ``capture`` (as this guard's own; None: beginning it failed) and ``trace``; the
-        error ending the capture raised (the capture was invalid), else None. No capture is
-        left open either way."""
-        _guards.opening += 1
-        try:
-            if capture is not None:
-                capture.__exit__(exc_type, exc, tb)
-        except Exception as error:
-            return error
-        finally:
-            _guards.opening -= 1
-            if trace is not None:
-                trace.__exit__(None, None, None)
-            if _warp.capture_in_progress(self.device):
-                _warp.abort_capture(self.device)
-        return None
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> bool:
         __tracebackhide__ = True  # pytest shows the user's frame, not graphcheck's
         capture, trace = self._capture, self._trace
-        capture_error: BaseException | None = self._end_capture(capture, trace, exc_type, exc, tb)
+        capture_error: BaseException | None = _capturing.end(self.device, capture, trace, exc_type, exc, tb)
         self.graph = capture.graph if capture_error is None else None
         if exc is not None:
             if not (self.enabled and checks.is_capture_error(exc)):
@@ -534,13 +322,10 @@ class GraphGuard:
         if not self.enabled:
             self.report = Report(name=self.name, device=self.device, skipped=[DISABLED])
             self.checked = self._checked(list, None, None)
-            self._tell_observers()
+            _capturing.tell_observers(self)
             return False
-        if self._reused is not None and capture_error is None and trace is not None:
-            self._judge_reused(self._reused, trace)
-        else:
-            self._judge(trace if trace is not None else LaunchTrace.empty(), capture_error)
-        self._tell_observers()
+        self._judge(trace if trace is not None else LaunchTrace.empty(), capture_error)
+        _capturing.tell_observers(self)
         try:
             act(self.report, on_failure_with(self.options.on_failure, self.options.fallback))
         except Exception as error:
@@ -549,174 +334,71 @@ class GraphGuard:
             raise
         return capture_error is not None  # a capture error was turned into a finding
 
-    def _tell_observers(self) -> None:
-        for callback in list(_guards.observers):
-            callback(self)
-
     # -- after recording: judge -----------------------------------------------------------
 
-    def _judge(self, trace: LaunchTrace, capture_error: BaseException | None, retry: _Retry | None = None) -> None:
+    def _judge(
+        self, trace: LaunchTrace, capture_error: BaseException | None, first: settling.FirstCapture | None = None
+    ) -> None:
+        """The verdict on the block's capture (:func:`judge`), and the checked graph; ``first``
+        is the first capture when this one was made to settle its verdict (:mod:`graphcheck.settling`)."""
         holders: list[tuple[str, Any]] = []
         owned = self._owned_after(holders, trace)
-        user = trace.user_view()
-        match = None
+        validated = self._reused.graph() if self._reused is not None else None
+        match, reuse = None, None
         if capture_error is not None:
             self.graph = None
-            site = _user_site(capture_error.__traceback__) or self._site
-            finding = checks.capture_failed(capture_error, site, len(user))
+            site = user_site(capture_error.__traceback__) or self._site
+            finding = checks.capture_failed(capture_error, site, len(trace.user_view()))
             comments, unknown = comment_allowances(self._site, [site])
             self.report = Report([finding], allow=self.options.allow + comments, name=self.name, device=self.device,
-                                 operations=len(user), checks=["capture"], notes=unknown)  # fmt: skip
+                                 operations=len(trace.user_view()), checks=["capture"], notes=unknown)  # fmt: skip
+        elif validated is not None and validated.trace is not None:
+            # No reference call ran: compared with the capture that was validated, passed
+            # only when the two are the same, then checked as any capture is.
+            self.report, match = judge(validated.trace, trace, owned, self.graph, self.options, name=self.name,
+                                       device=self.device, against=checks.VALIDATED_CAPTURE,
+                                       site=self._site)  # fmt: skip
+            self.report.notes = (validated_sites.NOTE, *self.report.notes)
+            if not (self.report.findings or self.report.suppressed):
+                reuse = validated
+            elif self._key is not None:
+                validated_sites.forget(self._key)  # it no longer issues what was validated: in full next time
         else:
             validated_before = self._reference_trace is None and self.reference is not None
             self.report, match = judge(self._reference_trace, trace, owned, self.graph, self.options, name=self.name,
                                        device=self.device, validated_before=validated_before,
                                        site=self._site, against=self._against)  # fmt: skip
-            if retry is not None:
-                if self._settle(retry, trace, owned):  # the user's block, not reference=, is what the graph must hold
-                    trace, match, self.graph = retry.trace, retry.match, retry.graph
-                    user = trace.user_view()
-            else:
-                retry = self._retry(match)
-                if retry is not None:
-                    self._capture_again(retry)  # judges the new capture in place of this one
-                    return
+            if first is not None:
+                self.report, keep_first = settling.settle(
+                    first, self.report, trace, owned, strict=self.options.strict_ownership,
+                    allow=self.options.allow, site=self._site, own_block=self._block is None,
+                )  # fmt: skip
+                if keep_first:  # the user's block, not reference=, is what the graph must hold
+                    trace, match, self.graph = first.trace, first.match, first.graph
+            elif self.reference is not None and settling.needs_later_calls(
+                self.report, warmup=self.options.warmup, reference_ran=self._reference_trace is not None
+            ):
+                first = settling.FirstCapture(self.report, trace, self.graph, match)
+                again, self.graph, trace, error = settling.capture_again(
+                    self.graph, self.reference, self._block or self.reference, self.device, self.options
+                )
+                self.eager_calls += 2  # the replay of the first capture was a step too
+                self._reference_trace = again
+                self._judge(trace, error, first)  # the new capture, judged in place of this one
+                return
+        user = trace.user_view()
         values = baked_values(user, holders) if self.graph is not None else []
-        self.checked = self._checked(lambda: baked_addresses(trace, user, owned, match, values), trace, match, values)
+
+        def baked() -> list[Any]:
+            # The same operations on the same buffers bake the validated graph's addresses.
+            return reuse.baked if reuse is not None else baked_addresses(trace, user, owned, match, values)
+
+        self.checked = self._checked(baked, trace, match, values)
         self.checked.eager_calls = self.eager_calls
         if not self.report.findings and self._reference_trace is not None and self._key is not None:
             # While the validated graph lives, a later capture of the same buffers bakes the
             # addresses it baked: its replay check can serve the new graph too.
-            entry = _Validated(self._key[1], self.report, _signature(owned), weakref.ref(self.checked))
-            _remember(self._key, entry)
-
-    # -- a verdict that needs later calls: capture once more --------------------------------
-
-    def _retry(self, match: GraphMatch | None) -> _Retry | None:
-        """Whether the verdict needs a later call (None: it does not).
-
-        The capture differs from the reference call (a scalar, a launch dimension, a fill
-        value, a copy range, a swap, a struct field, a recorded command's parameter, the
-        operations issued), and the user did not choose ``warmup``: the capture is a later
-        call, so a later eager call is the evidence. A difference only the first call has (a
-        warm start, a first step size, lazy set-up, gradients a reused tape zeroes from the
-        second call on) is gone between later calls; one that continues (a counter, every
-        other call, a growing list) is still there.
-        """
-        if self.reference is None or self._reference_trace is None or _recapturing.get():
-            return None  # a recapture's reference call is a launch's one step: it takes no more
-        if self.options.warmup is not None or not compared_differences(self.report.findings):
-            return None
-        return _Retry(self.report, self._trace or LaunchTrace.empty(), self.graph, match)
-
-    def _capture_again(self, retry: _Retry) -> None:
-        """Take the later calls a verdict needs, then capture once more and judge that capture.
-
-        The first capture is replayed once (the step it holds: the producer's device state
-        catches up with its host state), the step is called once more eagerly under a trace,
-        and then captured again; that eager call and the new capture are compared as the
-        reference call and the capture are, and the new graph is the one handed back. So
-        nothing graphcheck runs comes after the graph it returns: a temporary the step
-        makes and keeps each call (``self.scratch = wp.clone(x)``) is, on the owner, the
-        one the graph's replays write. Costs two more steps of the producer, said in a note.
-        """
-        reference = self.reference
-        assert reference is not None  # _retry() asks for one
-        try:
-            _warp.replay_once(self.graph, self.options.stream)
-            with LaunchTrace(eager=True) as again:
-                reference()
-            self.eager_calls += 2  # the replay of the first capture was a step too
-            graph, trace, error = self._capture_block()
-        except BaseException as exc:
-            if hasattr(exc, "add_note"):  # Python 3.11+
-                exc.add_note(
-                    "graphcheck raised this while calling the step again to settle its verdict (a retry after the "
-                    "capture differed from the reference call: see the first-call page of graphcheck's docs); "
-                    "warmup=0 turns the retry off, warmup=1 calls the step before the reference call instead"
-                )
-            raise
-        self._reference_trace, self.graph = again, graph
-        self._judge(trace, error, retry)
-
-    def _capture_block(self) -> tuple[Any, LaunchTrace, BaseException | None]:
-        """The block captured again under a trace (``reference`` for a user's own block), as
-        the block was: the graph (None when the capture failed), the trace, and the capture
-        error. The user's own exception propagates unchanged."""
-        block = self._block or self.reference
-        assert block is not None
-        trace = trace_launches(include_warp=True)
-        trace.__enter__()
-        try:
-            capture = self._begin_capture()
-        except BaseException:
-            self._end_capture(None, trace, None, None, None)
-            raise
-        error: BaseException | None = None
-        try:
-            block()
-        except BaseException as exc:
-            error = exc
-        ended = self._end_capture(capture, trace, type(error) if error else None, error,
-                                  error.__traceback__ if error else None)  # fmt: skip
-        error = error or ended
-        if error is not None and not checks.is_capture_error(error):
-            raise error
-        return (capture.graph if error is None else None), trace, error
-
-    def _settle(self, retry: _Retry, trace: LaunchTrace, owned: BufferSet | None) -> bool:
-        """The new capture's verdict, with what the later calls showed: a difference only
-        the first call made is gone from them (else it is real), and the first capture (the
-        second call) is also what the new one is (else the difference is not the first
-        call's alone). A guarded block that is not a call of the reference must likewise
-        issue what the reference's new capture issues: returns whether it did not (the
-        block's own capture is then the graph to hand back)."""
-        r = self.report
-        kept = [*r.findings, *r.suppressed]
-        later = compared_differences(kept)
-        own_block = self._block is None
-        first, new = retry.trace.user_view(), trace.user_view()
-        reference, captured, against = (new, first, checks.LATER_CAPTURE) if own_block else (
-            first, new, checks.FIRST_CAPTURE)  # fmt: skip
-        again = between_calls.check(reference, captured, owned, strict=self.options.strict_ownership,
-                                  validated_before=False, against=against).findings  # fmt: skip
-        kept += same_causes_once(kept, again)
-        note = settling_note(retry.first.findings, later, unlike_first=bool(again), own_block=own_block)
-        comments, _ = comment_allowances(self._site, (record.site for record in (*first, *new)))  # said in r.notes
-        self.report = Report(kept, allow=self.options.allow + comments, name=r.name, device=r.device,
-                             operations=r.operations, checks=r.checks, skipped=r.skipped,
-                             notes=(*r.notes, note))  # fmt: skip
-        return own_block and bool(again)
-
-    def _judge_reused(self, reused: _Validated, trace: LaunchTrace) -> None:
-        """The verdict at a site validated before whose owners hold the same buffers: no
-        reference call ran, and the capture is compared with the capture that was validated
-        (``passed`` only when they are the same), then checked as any capture is."""
-        earlier = reused.graph()
-        validated = earlier.trace if earlier is not None else None
-        if validated is None:  # the validated graph is gone: nothing to compare with
-            self._judge(trace, None)
-            return
-        holders: list[tuple[str, Any]] = []
-        owned = self._owned_after(holders, trace)
-        self.report, match = judge(validated, trace, owned, self.graph, self.options, name=self.name,
-                                   device=self.device, against=checks.VALIDATED_CAPTURE, site=self._site)  # fmt: skip
-        note = (
-            "validated before in this process, and the owners hold the same buffers: no reference call ran; the "
-            "capture was compared with the capture that was validated (revalidate=True runs a reference call)"
-        )
-        self.report.notes = (note, *self.report.notes)
-        same = not (self.report.findings or self.report.suppressed)
-        if not same and self._key is not None:
-            _validated.pop(self._key[0], None)  # it no longer issues what was validated: validate in full next time
-
-        def baked() -> list[Any]:
-            # The same operations on the same buffers bake the validated graph's addresses.
-            return earlier.baked if same else baked_addresses(trace, trace.user_view(), owned, match, values)
-
-        values = baked_values(trace.user_view(), holders) if self.graph is not None else []
-        self.checked = self._checked(baked, trace, match, values)
-        self.checked.eager_calls = self.eager_calls
+            validated_sites.remember(self._key, self.report, owned, self.checked)
 
     def _owned_after(
         self, holders: list[tuple[str, Any]] | None = None, trace: LaunchTrace | None = None
@@ -760,11 +442,8 @@ class GraphGuard:
         fn, args, kwargs = self._call
         owners = self._owners if isinstance(self._owners, BufferSet) else InferredOwners(self._owners or ())
         again = CaptureOptions.of(self.options, on_failure="ignore", revalidate=True, fallback=None)
-        token = _recapturing.set(True)
-        try:
+        with settling.no_later_calls():
             return capture(fn, args=args, kwargs=kwargs, device=self.device, owners=owners, options=again)
-        finally:
-            _recapturing.reset(token)
 
     # -- after the block ------------------------------------------------------------------
 
@@ -793,28 +472,6 @@ class GraphGuard:
     replay_check = property(lambda self: self.options.replay_check)
     strict_ownership = property(lambda self: self.options.strict_ownership)
     fallback = property(lambda self: self.options.fallback)
-
-
-def _prepare_driver() -> None:
-    # Load cuda-python's driver bindings before the capture starts: during the capture every
-    # operation asks the driver which graph node it made, and first-time set-up does not
-    # belong inside a capture. Without cuda-python or a driver the capture still runs; the
-    # cross-check then says the graph could not be read.
-    from . import _cuda
-
-    try:
-        _cuda.driver_version()
-    except _cuda.GraphInspectError:
-        pass
-
-
-def _user_site(tb: TracebackType | None) -> Site | None:
-    site = None
-    while tb is not None:
-        if _warp.code_kind(tb.tb_frame.f_code) is CodeKind.USER:
-            site = site_of(tb.tb_frame.f_code, tb.tb_lasti)
-        tb = tb.tb_next
-    return site
 
 
 #: capture()'s own keywords besides the fields of CaptureOptions.
@@ -919,7 +576,7 @@ def capture(
     if code is not None:
         guard._site = site_of(code, lasti)  # the gc.capture(...) line: its suppression comment counts
     if guard._key is not None:
-        guard._key = _site_key(fn, code, lasti, guard.device)
+        guard._key = validated_sites.site_key(fn, code, lasti, guard.device)
     with guard:
         fn(*args, **kwargs)
     assert guard.checked is not None

@@ -4,13 +4,14 @@
 
 from __future__ import annotations
 
+from types import TracebackType
 from typing import Any
 
 from .. import _warp
 from ..findings import Finding, make_finding
-from ..site import CodeKind, Site
+from ..site import CodeKind, Site, site_of
 
-__all__ = ["capture_failed", "is_capture_error"]
+__all__ = ["capture_failed", "is_capture_error", "user_site"]
 
 
 _MEMPOOL_FIX = (
@@ -101,3 +102,13 @@ def _raised_in(error: BaseException) -> Any:
 def _raised_in_capture_machinery(error: BaseException) -> bool:
     code = _raised_in(error)
     return code is not None and _warp.in_capture_machinery(code)
+
+
+def user_site(tb: TracebackType | None) -> Site | None:
+    """The last of the user's lines in a traceback: where a failed capture is reported."""
+    site = None
+    while tb is not None:
+        if _warp.code_kind(tb.tb_frame.f_code) is CodeKind.USER:
+            site = site_of(tb.tb_frame.f_code, tb.tb_lasti)
+        tb = tb.tb_next
+    return site
