@@ -25,17 +25,9 @@ from typing import TYPE_CHECKING, Any
 from . import _warp
 from ._memo import remember
 from .nodes import CaptureSpan, CudaLaunch
-from .operations import (
-    CPU_GRAPH_LAUNCH,
-    Allocation,
-    HostSync,
-    LaunchRecord,
-    hold,
-    hold_param_sizes,
-    split_block,
-    struct_block,
-)
+from .operations import CPU_GRAPH_LAUNCH, Allocation, HostSync, LaunchRecord
 from .params import ARRAY_REFS, ArrayRef
+from .raw_launches import hold, hold_param_sizes, split_block, struct_block
 from .site import CodeKind, qualified_name, site_of
 
 if TYPE_CHECKING:
@@ -45,7 +37,7 @@ if TYPE_CHECKING:
 # Every event takes an even place of its own, except a CPU launch kept as a raw tuple
 # (LAUNCH_RECORD, and the captured CPU launch): taking a place would cost the fast path a
 # call and an int per launch, so it reads the place of the latest allocation instead and
-# stands just after it, at the odd place that follows (operations.from_raw). A launch is
+# stands just after it, at the odd place that follows (raw_launches.from_raw). A launch is
 # only ever ordered against allocations (LaunchTrace.allocation_at), and that order is
 # kept: after every allocation made before it, before every one made after it.
 _sequence = itertools.count(2, 2)

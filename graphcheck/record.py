@@ -28,8 +28,9 @@ from . import _session
 from ._words import article
 from .buffers import BufferSet, reach_index
 from .compare import Difference, compare_traces, topology_keys
-from .operations import Allocation, HostSync, LaunchRecord, ended, from_raw, same_launch, seq_of
+from .operations import Allocation, HostSync, LaunchRecord, ended
 from .params import Address
+from .raw_launches import from_raw, same_launch, seq_of
 from .site import Site
 
 __all__ = [
@@ -294,7 +295,7 @@ class LaunchTrace:
 
     def same_launches(self, other: LaunchTrace) -> bool:
         """Whether ``other`` holds, pair by pair, the same launches as this trace, each an
-        eager CPU launch still unread (see :func:`~graphcheck.operations.same_launch`).
+        eager CPU launch still unread (see :func:`~graphcheck.raw_launches.same_launch`).
         Cheap, and False says only that they must be compared."""
         items, theirs = self._items, other.records
         return len(items) == len(theirs) and all(map(same_launch, items, theirs))
