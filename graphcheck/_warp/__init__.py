@@ -7,6 +7,8 @@ private attributes. Its modules, each importing only those above it:
   checked once, with one clear error naming the tested versions when one is missing;
 - :mod:`~graphcheck._warp.objects`: small questions about Warp objects (is this an
   array, where does it live, which device and stream, is this code Warp's own);
+- :mod:`~graphcheck._warp.kernels`: a kernel's name, the compiled code a launch of it
+  runs, and the parameters its source writes whole before reading them;
 - :mod:`~graphcheck._warp.layouts`: a kernel's parameter block as Warp packs it, as
   plain :class:`graphcheck.params.ParamSpec` trees;
 - :mod:`~graphcheck._warp.capture`: Warp's own capture API and what a graph holds;
@@ -69,12 +71,20 @@ from .hooks import (
     current_session,
     hooks_installed,
 )
-from .layouts import array_family, kernel_layout, pack_params, struct_param_slices
-from .objects import (
-    ALLOCATING_FUNCTIONS,
+from .kernels import (
     AT_COUNTED_SLOTS,
     AT_THREAD,
     IN_STRIDE_LOOP,
+    compiled_kernel,
+    first_writes,
+    kernel_code,
+    kernel_name,
+    overwritten_params,
+    same_kernel_key,
+)
+from .layouts import array_family, kernel_layout, pack_params, struct_param_slices
+from .objects import (
+    ALLOCATING_FUNCTIONS,
     USER_ALLOCATORS,
     array_descriptor,
     array_device,
@@ -90,13 +100,11 @@ from .objects import (
     capturing_streams,
     code_kind,
     command_params,
-    compiled_kernel,
     cuda_available,
     current_cuda_device,
     device_of_context,
     device_stream_handle,
     dtype_name,
-    first_writes,
     get_device,
     host_contents,
     in_capture_machinery,
@@ -104,16 +112,12 @@ from .objects import (
     is_dense_array,
     is_struct_instance,
     is_warp_handle,
-    kernel_code,
-    kernel_name,
     native_args,
-    overwritten_params,
     plain_value,
     process_caches,
     replay_config,
     resolve_block_dim,
     resolve_overload,
-    same_kernel_key,
     stream_handle,
     stream_is_capturing,
     struct_bytes,
