@@ -8,6 +8,12 @@ every active trace of the context.
 
 The eager CPU launch path runs for every launch while tracing, so it is written for
 speed: plain tuples, positional calls, work deferred until a record is read.
+
+It is longer than most modules on purpose: :class:`Session` is one state machine (the
+pending call, the operations in progress, each capture's span, the conditional bodies)
+whose ``on_*`` methods the hooks call from inside Warp, with the fast path's constants and
+the hooks' lifetime beside it; split, one operation's record would be followed across
+modules.
 """
 
 from __future__ import annotations

@@ -7,6 +7,11 @@
 Every subcommand keeps one exit-code contract (:data:`EXIT_CODES`), answers a usage
 mistake with one line on stderr, and writes text, JSON (the ``graphcheck.report/1``
 envelope), GitHub workflow annotations or JUnit XML.
+
+It is longer than most modules on purpose: one front end, read top to bottom in four
+sections (the parser; the settings checked before anything runs; the output writers for
+text, JSON, GitHub annotations and JUnit XML; the subcommands), which all share the exit-
+code contract and the writers; nothing but ``__main__`` imports it.
 """
 
 from __future__ import annotations

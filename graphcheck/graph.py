@@ -32,6 +32,12 @@ semaphores) are never claimed. A node outside every operation is Warp's own only
 Warp is known to make it (the kernels that set conditional handles, allocations of
 arrays recorded during the capture, synchronisation, child-graph contents); otherwise it
 is ``"unrecorded"`` (a Warp kernel no recorded launch made) or ``"foreign"``.
+
+It is longer than most modules on purpose: reading a graph and matching its nodes to the
+record is one concept with two readers (a CUDA graph's nodes walked as a DAG and
+attributed by capture spans, a CPU graph's operations matched by position) that share
+:class:`GraphMatch`, the node roles and the addresses a replay check reads; the CPU
+graph's binary format itself is read in :mod:`graphcheck._warp.cpu_graph`.
 """
 
 from __future__ import annotations

@@ -73,6 +73,11 @@ A test whose validations found something gets a ``graphcheck`` section in its re
 are JUnit XML properties of the test, the session's header says graphcheck's and Warp's
 versions, the device and whether checking is on, and the terminal summary ends with the
 session's totals whenever a test used the plugin.
+
+It is longer than most modules on purpose: pytest finds a plugin's hooks by name in the
+one module its entry point registers, and the hooks, the fixture, the marker and the
+session's reporting share one record of the session (what each test validated), so they
+live together.
 """
 
 from __future__ import annotations

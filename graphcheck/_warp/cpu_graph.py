@@ -25,6 +25,11 @@ and it copies every buffer the graph touched into the file (too slow to take on 
 capture, and refused for graphs that refit a BVH or update a hash grid). It is taken to
 learn the format version (once, from an empty state), and for a graph whose memory
 fails the layout check: its nodes then carry no addresses, and the cross-check says so.
+
+It is longer than most modules on purpose: it reads one binary format behind one layout
+check, and the state's memory, the stream's records and what each host call asks for must
+change together when Warp's format moves (a release that changes it changes this module
+alone).
 """
 
 from __future__ import annotations

@@ -43,6 +43,11 @@ cpu ``Device.memset/memtile`` CPU device's bound memset and fill: each call is p
 
 Hooks are installed while at least one trace is active anywhere in the process and
 removed when the last one ends: while nothing is recorded, Warp runs untouched.
+
+It is longer than most modules on purpose: every interposition point is planned, woven or
+wrapped, installed and removed here, beside the table above, so that a Warp release that
+moves one internal changes this module alone; the weaving of Warp's own functions serves
+only these hooks.
 """
 
 from __future__ import annotations
