@@ -173,6 +173,28 @@ def _callable_name(fn: Any) -> str:
     return str(name)
 
 
+def _guard_options(reference: Any, options: CaptureOptions | None, keywords: dict[str, Any]) -> CaptureOptions:
+    """The options of a guard whose reference call is ``reference``: a TypeError for a
+    reference that is no callable, a ValueError for an option that needs one."""
+    if reference is not None and not callable(reference):
+        raise TypeError(
+            f"reference= must be a callable that does what the guarded block does (e.g. reference=sim.step), "
+            f"got {reference!r} ({article(type(reference).__name__)}); pass reference=None for no reference call"
+        )
+    settings = CaptureOptions.of(options, **keywords)
+    if settings.warmup and reference is None:
+        raise ValueError(
+            f"warmup={settings.warmup} needs reference=: the callable to call eagerly before the reference "
+            "call and the capture"
+        )
+    if settings.fallback is not None and reference is None:
+        raise ValueError(
+            f"fallback={settings.fallback!r} needs reference=: the callable to run (or capture again) in "
+            "place of a graph that fails its checks"
+        )
+    return settings
+
+
 class GraphGuard:
     """``wp.ScopedCapture`` that proves the captured block is replay-safe.
 
@@ -219,22 +241,7 @@ class GraphGuard:
         name: str | None = None,
         **keywords: Any,
     ) -> None:
-        if reference is not None and not callable(reference):
-            raise TypeError(
-                f"reference= must be a callable that does what the guarded block does (e.g. reference=sim.step), "
-                f"got {reference!r} ({article(type(reference).__name__)}); pass reference=None for no reference call"
-            )
-        self.options = CaptureOptions.of(options, **keywords)
-        if self.options.warmup and reference is None:
-            raise ValueError(
-                f"warmup={self.options.warmup} needs reference=: the callable to call eagerly before the reference "
-                "call and the capture"
-            )
-        if self.options.fallback is not None and reference is None:
-            raise ValueError(
-                f"fallback={self.options.fallback!r} needs reference=: the callable to run (or capture again) in "
-                "place of a graph that fails its checks"
-            )
+        self.options = _guard_options(reference, options, keywords)
         self._call: tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]] | None = (
             (reference, (), {}) if reference is not None else None
         )
@@ -398,7 +405,7 @@ class GraphGuard:
         if not self.report.findings and self._reference_trace is not None and self._key is not None:
             # While the validated graph lives, a later capture of the same buffers bakes the
             # addresses it baked: its replay check can serve the new graph too.
-            validated_sites.remember(self._key, self.report, owned, self.checked)
+            validated_sites.remember(self._key, owned, self.checked)
 
     def _owned_after(
         self, holders: list[tuple[str, Any]] | None = None, trace: LaunchTrace | None = None

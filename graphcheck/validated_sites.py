@@ -22,7 +22,6 @@ from .checked import owned_buffers
 if TYPE_CHECKING:
     from .buffers import BufferSet
     from .checked import CheckedGraph
-    from .findings import Report
 
 __all__ = ["NOTE", "SiteKey", "Validated", "forget", "holds_same_buffers", "lookup", "remember", "site_key"]
 
@@ -41,7 +40,6 @@ class Validated:
     """What a passed validation leaves for the next capture at the same site."""
 
     producer: Any  # a weak reference to the callable's object
-    report: Report
     buffers: tuple[Any, ...] | None  # the owners' buffers then (start, end, label), if known
     graph: Any  # a weak reference to the validated CheckedGraph, whose baked addresses serve again
 
@@ -88,13 +86,13 @@ def holds_same_buffers(entry: Validated, owners: tuple[Any, ...] | BufferSet | N
     return entry.buffers == _signature(owned_buffers(owners))
 
 
-def remember(key: SiteKey, report: Report, owned: BufferSet | None, checked: CheckedGraph) -> None:
-    """Keep a passed validation of site ``key``: its report, the owners' buffers ``owned``,
-    and (weakly) its checked graph."""
+def remember(key: SiteKey, owned: BufferSet | None, checked: CheckedGraph) -> None:
+    """Keep a passed validation of site ``key``: the owners' buffers ``owned`` then, and
+    (weakly) its checked graph."""
     if len(_validated) > 1024:  # forget sites whose producer is gone
         for stale in [k for k, v in _validated.items() if v.producer() is None]:
             del _validated[stale]
-    _validated[key[0]] = Validated(key[1], report, _signature(owned), weakref.ref(checked))
+    _validated[key[0]] = Validated(key[1], _signature(owned), weakref.ref(checked))
 
 
 def forget(key: SiteKey) -> None:
