@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -145,16 +145,33 @@ def parse_allow(specs: Iterable[str]) -> tuple[Allow, ...]:
     return tuple(out)
 
 
+def allow_spelling(project: Iterable[Allow], pyproject: Path | None) -> Callable[[Allow], str]:
+    """How a front end names an allowance it was given, where one matched nothing: one of
+    ``project`` (``[tool.graphcheck]``'s) as written there; any other by ``str`` (``gc.Allow(...)``)."""
+    from_project = set(project)
+    where = f"in [tool.graphcheck] allow of {pyproject.name if pyproject is not None else 'pyproject.toml'}"
+
+    def spelt(allow: Allow) -> str:
+        if allow not in from_project:
+            return str(allow)
+        fields = [("kind", allow.kind), ("kernel", allow.kernel), ("arg", allow.arg)]
+        table = ", ".join(f'{name} = "{value}"' for name, value in fields if value)
+        return f"{{ {table} }} {where}" if allow.kernel or allow.arg else f'"{allow.kind}" {where}'
+
+    return spelt
+
+
 def _allow_item(item: Any) -> Allow:
-    from .findings import KINDS, Allow, unknown_kind
+    from .findings import Allow, kind_named, unknown_kind
 
     if isinstance(item, str):
         item = {"kind": item}
     if not isinstance(item, dict) or not isinstance(item.get("kind"), str) or set(item) - {"kind", "kernel", "arg"}:
         raise ConfigError(f"expected a finding kind or a {{kind, kernel, arg}} table, got {item!r}")
-    if item["kind"] not in KINDS:
+    kind = kind_named(item["kind"])
+    if kind is None:
         raise ConfigError(unknown_kind(item["kind"]))
-    return Allow(item["kind"], item.get("kernel"), item.get("arg"))
+    return Allow(kind, item.get("kernel"), item.get("arg"))
 
 
 def _choice(table: dict[str, Any], key: str, choices: tuple[str, ...], default: str, where: str) -> str:

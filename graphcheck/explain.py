@@ -49,7 +49,7 @@ def explain(kind: str) -> str:
     Raises:
         ExplainError: an unknown kind (with the nearest one), or pages that are not installed.
     """
-    if kind in ("", "list"):
+    if kind.strip().lower() in ("", "list"):
         width = max(map(len, KINDS))
         return "\n".join(f"{name:<{width}}  {k.summary}" for name, k in KINDS.items())
     near = near_kinds(kind)

@@ -225,8 +225,10 @@ class Allow:
     def __post_init__(self) -> None:
         if not isinstance(self.kind, str):
             raise TypeError(f"Allow() takes a finding kind (a str, such as 'scalar-drift'), got {self.kind!r}")
-        if self.kind not in KINDS:
+        kind = kind_named(self.kind)
+        if kind is None:
             raise ValueError(unknown_kind(self.kind))
+        object.__setattr__(self, "kind", kind)  # in any case, as explain and comments take it
         for name in ("kernel", "arg"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
@@ -260,6 +262,12 @@ class Allow:
         # A finding about several arguments (buffers swapped in one launch) names them
         # all: allowing one of them allows the finding.
         return self.arg is None or self.arg in (finding.arg or "").split(", ")
+
+
+def kind_named(text: str) -> str | None:
+    """The finding kind ``text`` names, in any case (``SCALAR-DRIFT``), or None."""
+    kind = text.strip().lower()
+    return kind if kind in KINDS else None
 
 
 def unknown_kind(kind: str) -> str:
@@ -314,7 +322,7 @@ def comment_allowances(capture: Site | None, launches: Iterable[Site | None]) ->
             continue
         at = None if place.lines is None else (place.filename, *place.lines)
         for kind in comment.kinds:
-            if kind in KINDS:
+            if kind_named(kind) is not None:
                 allow.append(Allow(kind, at=at, comment=site))
             else:
                 notes.append(f"the comment `{comment.text}` at {site.short}: {unknown_kind(kind)}")
@@ -460,7 +468,13 @@ class Report:
         return f"graphcheck: {what} is replay-safe{on} ({operations}{extra})"
 
     def text(
-        self, *, quiet: bool = False, width: int | None = None, accept: Callable[[Finding], str] | None = None
+        self,
+        *,
+        quiet: bool = False,
+        width: int | None = None,
+        accept: Callable[[Finding], str] | None = None,
+        allowance: Callable[[Allow], str] | None = None,
+        unused: bool = True,
     ) -> str:
         """The report as text: the verdict, each kind's findings with their values, the
         fix and the docs page once per kind, an accept line per finding, then the checks.
@@ -470,6 +484,10 @@ class Report:
             width: wrap long lines to this many columns (None: do not wrap).
             accept: how a front end accepts a finding (the command line's ``--allow``);
                 default :meth:`Finding.accept_line`.
+            allowance: how a front end writes an allowance given to it (the command line's
+                ``--allow KIND:KERNEL``), where one matched nothing; default ``gc.Allow(...)``.
+            unused: list the allowances that matched nothing (a front end that sums up
+                several reports says them once itself).
         """
         accept = accept or Finding.accept_line
         lines = [self.headline()]
@@ -495,7 +513,8 @@ class Report:
             lines.append(f"  docs: {docs_line(kind)}")
         if self.suppressed:
             lines.append(f"allowed ({len(self.suppressed)}): " + "; ".join(_allowed(f) for f in self.suppressed))
-        lines.extend(unused_line(allow) for allow in self.unused_allow)
+        if unused:
+            lines.extend(unused_line(allow, allowance) for allow in self.unused_allow)
         if self.checks:
             lines.append(f"checked: {', '.join(self.checks)}")
         lines.extend(f"NOT checked: {check}: {reason}" for check, reason in self.skipped)
@@ -543,16 +562,20 @@ class Report:
         return out
 
 
-def unused_line(allow: Allow) -> str:
-    """The line that says ``allow`` matched nothing, and what to do about it."""
+def unused_line(allow: Allow, spelt: Callable[[Allow], str] | None = None) -> str:
+    """The line that says ``allow`` matched nothing, and what to do about it (``spelt``: how
+    the front end writes an allowance given in code; a comment is named as the comment)."""
     if allow.comment is not None:
         return f"allowance matched nothing: {allow} (remove the comment: nothing it names is reported there)"
-    return f"allowance matched nothing: {allow} (check the kernel and argument names)"
+    return f"allowance matched nothing: {(spelt or str)(allow)} (check the kernel and argument names)"
 
 
 def _allowed(finding: Finding) -> str:
     where = f" at {finding.kernel}" if finding.kernel else ""
-    return f"{finding.kind}{where}" + (f" argument {finding.arg!r}" if finding.arg else "")
+    if not finding.arg:
+        return f"{finding.kind}{where}"
+    names = finding.arg.split(", ")  # a finding about several arguments names them all
+    return f"{finding.kind}{where} argument{'s' if len(names) > 1 else ''} {', '.join(map(repr, names))}"
 
 
 def _wrap(lines: list[str], width: int | None) -> str:

@@ -183,3 +183,32 @@ def test_the_closing_lines_count_allowed_findings_and_say_to_remove_an_unused_co
         f"graphcheck: allowance matched nothing: # graphcheck: allow[buffer-drift] at test_suppression.py:{first + 6} "
         "(remove the comment: nothing it names is reported there)"
     ) in closing, closing
+
+
+def test_a_kind_is_taken_in_any_case_wherever_an_allowance_is_given(cpu, tmp_path):
+    """As comments and ``graphcheck explain`` take it: ``gc.Allow``, ``allow=`` strings, ``--allow``, pyproject."""
+    from graphcheck import config
+    from graphcheck.findings import allowances
+
+    assert gc.Allow("SCALAR-DRIFT") == gc.Allow("scalar-drift")
+    assert allowances(["Buffer-Drift"]) == (gc.Allow("buffer-drift"),)
+    assert config.parse_allow(["SCALAR-DRIFT:Counter_Step:Frame"]) == (
+        gc.Allow("scalar-drift", kernel="Counter_Step", arg="Frame"),  # kernel and argument names keep their case
+    )
+    (tmp_path / "pyproject.toml").write_text('[tool.graphcheck]\nallow = ["Stale-Pointer"]\n')
+    assert config.load(tmp_path / "pyproject.toml").allow == (gc.Allow("stale-pointer"),)
+    sim = TwoCounters()
+    report = gc.capture(sim.step, owners=(sim,), on_failure="ignore", allow=["SCALAR-DRIFT"]).report
+    assert report.status == "passed" and len(report.suppressed) == 2
+
+
+def test_an_allowed_finding_about_several_arguments_names_each(cpu):
+    from tests import producers as P
+
+    sim = P.OddPingPong("cpu")
+    report = gc.capture(sim.step, owners=(sim,), on_failure="ignore", allow=["buffer-drift"]).report
+    (allowed,) = report.suppressed
+    names = allowed.arg.split(", ")
+    assert len(names) == 2, allowed.arg
+    line = next(line for line in report.text().splitlines() if line.startswith("allowed"))
+    assert line.endswith(f"arguments {names[0]!r}, {names[1]!r}"), line
