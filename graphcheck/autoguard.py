@@ -59,8 +59,10 @@ def _user_frame(frame: FrameType | None) -> FrameType | None:
 def block_reference(frame: FrameType) -> tuple[Callable[[], None] | None, str]:
     """The body of the ``with`` block ``frame`` is entering, as a callable that runs it eagerly.
 
-    Only a body made of plain calls (``sim.step()``, ``self.simulate()``) qualifies: running
-    it once more changes nothing but the producer's own state, one extra step of it.
+    Only a body made of plain calls (``sim.step()``, ``self.simulate()``), or of names assigned
+    a call's value (``obs = env.step()``), qualifies: running it once more changes nothing but
+    the producer's own state, one extra step of it. The eager run binds its names in a copy
+    of the frame's variables, so the program's own names keep what its capture returned.
 
     Returns:
         The callable, or None and why the block cannot serve as its own reference.
@@ -79,15 +81,43 @@ def block_reference(frame: FrameType) -> tuple[Callable[[], None] | None, str]:
     if not blocks:
         return None, "the capture is not opened by a with statement"
     block = max(blocks, key=lambda node: node.lineno)
-    if not all(isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) for s in block.body):
-        return None, "the capture block is not made of plain calls only"
-    code = compile(ast.Module(body=block.body, type_ignores=[]), filename, "exec")
+    for statement in block.body:
+        why_not = _not_plain(statement)
+        if why_not:
+            where = Site(filename, statement.lineno, "").short
+            return None, f"the capture block cannot run again as it is: {where}, {why_not}"
+    code = compile(ast.Module(body=block.body, type_ignores=[]), filename, "exec", dont_inherit=True)
     scope_globals, scope_locals = frame.f_globals, frame.f_locals
 
     def reference() -> None:
         exec(code, scope_globals, dict(scope_locals))
 
     return reference, ""
+
+
+def _not_plain(statement: ast.stmt) -> str:
+    """Why running ``statement`` once more could change the program ("" when it cannot: a
+    call, or names assigned a call's value, which the eager run binds in a copy of the frame's
+    variables)."""
+    code = ast.unparse(statement).splitlines()[0]
+    code = code if len(code) <= 60 else code[:57] + "..."
+    if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+        return ""
+    targets: list[ast.expr] = []
+    if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Call):
+        targets = statement.targets
+    elif isinstance(statement, ast.AnnAssign) and isinstance(statement.value, ast.Call):
+        targets = [statement.target]
+    else:
+        return f"`{code}`, is not a call (only calls, and names assigned a call's value, run again unchanged)"
+    for target in targets:
+        for node in ast.walk(target):
+            if isinstance(node, (ast.Attribute, ast.Subscript)):
+                return (
+                    f"`{code}`, assigns to {ast.unparse(node)}, which running the block again would change (assign "
+                    "the call's value to a name)"
+                )
+    return ""
 
 
 #: What a capture is compared with under ``reference_call=True``, as its findings name it.
@@ -102,9 +132,10 @@ class _ComparedAfter(GraphGuard):
     _against = EAGER_AFTER
 
     def __init__(self, device: Any, block: Callable[[], None] | None, owners: Any, options: CaptureOptions,
-                 *, name: str) -> None:  # fmt: skip
+                 *, name: str, validate_step: str) -> None:  # fmt: skip
         super().__init__(device, None, owners, options, name=name)
         self._after = block
+        self._validate = validate_step
         #: Why the eager call after the capture gave nothing to compare with (it raised), if it did not.
         self.after_failed: str | None = None
 
@@ -115,8 +146,8 @@ class _ComparedAfter(GraphGuard):
         if self._reference_trace is not None:
             # Nothing ran between the capture and the eager call: every drift is host state
             # the block itself changes, which has two readings.
-            self.report.findings = tuple(map(_both_readings, self.report.findings))
-            self.report.suppressed = tuple(map(_both_readings, self.report.suppressed))
+            self.report.findings = tuple(_both_readings(f, self._validate) for f in self.report.findings)
+            self.report.suppressed = tuple(_both_readings(f, self._validate) for f in self.report.suppressed)
             if self.checked is not None:
                 self.checked.report = self.report
 
@@ -150,15 +181,16 @@ def _user_site_of(error: BaseException) -> Site | None:
     return site
 
 
-def _both_readings(finding: Finding) -> Finding:
-    """A drift between a capture and the eager call right after it, with both of its readings."""
+def _both_readings(finding: Finding, validate_step: str) -> Finding:
+    """A drift between a capture and the eager call right after it, with both of its readings
+    (``validate_step``: how the front end validates a step on its own)."""
     if not finding.kind.endswith("-drift"):
         return finding
     fix = (
         "the block itself changed this between the capture and the eager call after it. Either every replay repeats "
         f"what was captured, a bug if the program means it to advance each call ({finding.fix}); or the block is "
         "set-up captured once and never called again, and only the extra eager call differs: accept it, or validate "
-        "the step itself with gc.capture(step)"
+        f"the step itself with {validate_step}"
     )
     if finding.kind == "launch-sequence-drift" and finding.detail.get("what") == "extra":
         fix = (
@@ -186,11 +218,15 @@ class AutoGuard:
             NOT-checked line for ``compare`` say it (``rerun with `graphcheck run
             --reference-call```; the pytest plugin names its marker's ``reference_call=True``).
         validate_step: how the front end validates a step on its own, as the NOT-checked
-            lines suggest it (``graphcheck check MODULE:FACTORY``; the plugin names its fixture).
+            lines and a drift's fix suggest it (``graphcheck check MODULE:FACTORY``; the plugin
+            names its fixture).
+        allowance: how the front end writes an allowance it was given, where one matched
+            nothing (the command line's ``--allow KIND:KERNEL``; default ``gc.Allow(...)``).
         keywords: capture options as keywords, in place of (or over) ``options``.
 
     Attributes:
-        reports: the report of each guarded capture, in order.
+        reports: the report of each guarded capture, in order (one whose block raised is
+            ``not-checked``, and said in the closing lines).
         replay_reports: the reports of replay checks that found something (allowed
             findings included), each named
             after the ``wp.capture_launch`` line that ran it.
@@ -210,9 +246,10 @@ class AutoGuard:
         keep_graphs: bool = False,
         to_compare: str = "rerun with `graphcheck run --reference-call`",
         validate_step: str = "`graphcheck check MODULE:FACTORY`",
+        allowance: Callable[[Allow], str] | None = None,
         **keywords: Any,
     ) -> None:
-        self._to_compare, self._validate = to_compare, validate_step
+        self._to_compare, self._validate, self._allowance = to_compare, validate_step, allowance
         self.options = CaptureOptions.of(options, **keywords, on_failure="ignore", replay_check="always")
         if self.options.warmup is not None:
             raise ValueError(
@@ -228,6 +265,8 @@ class AutoGuard:
         self.replay_reports: list[Report] = []
         self._graphs: weakref.WeakKeyDictionary[Any, CheckedGraph] = weakref.WeakKeyDictionary()
         self._reported: set[tuple[int, str]] = set()
+        # The captures whose block raised, each as the report kept for it and what the closing lines say.
+        self._raised: list[tuple[Report, str]] = []
         self._restore: Any = None
         self._scoped: Any = None
         # Captures opened with wp.capture_begin, by device, innermost last; and how deep
@@ -293,8 +332,9 @@ class AutoGuard:
                 site = site_of(frame.f_code, frame.f_lasti).short
                 block, why_not = block_reference(frame) if autoguard.reference_call else (None, "")
                 self._graphcheck = _ComparedAfter(
-                    self.device, block, _owners_from_frame(frame), options, name=f"capture at {site}"
-                )
+                    self.device, block, _owners_from_frame(frame), options, name=f"capture at {site}",
+                    validate_step=autoguard._validate,
+                )  # fmt: skip
                 self._graphcheck._site = site_of(frame.f_code, frame.f_lasti)  # the with line: its comment counts
                 autoguard._inside += 1  # the guard's own capture reaches Warp's capture_begin
                 try:
@@ -318,7 +358,9 @@ class AutoGuard:
                     autoguard._inside -= 1
                     self.active = False
                     self.graph = guard.graph
-                if exc is None or suppressed:
+                if exc is not None and not suppressed:
+                    autoguard._block_raised(guard, exc)
+                else:
                     if guard.eager_calls and not guard.after_failed:
                         guard.report.notes += (
                             "the block ran once more eagerly right after the capture, to compare with it (one extra "
@@ -329,6 +371,14 @@ class AutoGuard:
                 return bool(suppressed) and exc is None
 
         return GuardedScopedCapture
+
+    def _block_raised(self, guard: GraphGuard, exc: BaseException) -> None:
+        """A capture whose block raised (the program's error, or Ctrl-C): nothing was checked,
+        which its report and the closing lines say."""
+        site = guard._site.short if guard._site is not None else "an unknown line"
+        what = "was interrupted (Ctrl-C)" if isinstance(exc, KeyboardInterrupt) else f"raised {type(exc).__name__}"
+        self.reports.append(guard.report)
+        self._raised.append((guard.report, f"the capture at {site} did not end: its block {what}"))
 
     def _capture_begin(self, device: Any = None, stream: Any = None, *args: Any, **kwargs: Any) -> None:
         """``wp.capture_begin``: a guarded capture, as ``wp.ScopedCapture`` opens one (not
@@ -384,24 +434,33 @@ class AutoGuard:
             self._replay_report(graph, report, "wp.capture_launch", "replayed by")
         _warp.capture_launch(graph, stream)
 
+    def _ended(self) -> list[Report]:
+        """The reports of the captures whose block ran to its end (checked)."""
+        return [r for r in self.reports if all(r is not report for report, _ in self._raised)]
+
     def unused_allow(self) -> list[Allow]:
         """The allowances that matched no finding of any capture or replay check."""
-        reports = self.reports + self.replay_reports
+        reports = self._ended() + self.replay_reports
         if not reports:
             return []
         return [a for a in reports[0].unused_allow if all(a in r.unused_allow for r in reports[1:])]
 
     def summary(self, accept: Callable[[Finding], str] | None = None) -> str:
         """The :meth:`verdict` first, then every report with findings (``accept``: how the
-        front end accepts a finding, as :meth:`Report.text` takes it)."""
-        reports = [r.text(accept=accept) for r in self.reports + self.replay_reports if r.findings]
+        front end accepts a finding, as :meth:`Report.text` takes it); the allowances that
+        matched nothing are said once, in the verdict."""
+        reports = [
+            r.text(accept=accept, allowance=self._allowance, unused=False)
+            for r in self.reports + self.replay_reports
+            if r.findings
+        ]
         return "\n".join([self.verdict(), *reports])
 
     def not_checked(self) -> list[tuple[str, str]]:
         """``(check, why, and how to run it)`` for each check some guarded capture did not run
         (checks that cannot apply, as the graph cross-check of a CPU graph, aside)."""
         skipped: dict[str, list[str]] = {}
-        for report in self.reports:
+        for report in self._ended():
             for check, reason in report.not_run:
                 skipped.setdefault(check, []).append(reason)
         return [
@@ -420,8 +479,14 @@ class AutoGuard:
             return f"graphcheck: NOT checked: GRAPHCHECK_DISABLE is set, {guarded} ran unchecked{extra}"
         if not captures:
             return "graphcheck: NOT checked: the program opened no wp.ScopedCapture to guard"
+        raised = [f"graphcheck: NOT checked: {why}, so nothing was checked" for _, why in self._raised]
+        ended = self._ended()
+        if not ended:
+            return "\n".join(raised)
+        captures = len(ended)
+        guarded = f"{captures} capture{'s' if captures != 1 else ''}"
         count = len(self.findings)
-        uncompared = sum(1 for r in self.reports if any(check == "compare" for check, _ in r.not_run))
+        uncompared = sum(1 for r in ended if any(check == "compare" for check, _ in r.not_run))
         if count:
             line = f"graphcheck: {guarded} guarded, {count} finding{'s' if count != 1 else ''}"
         else:
@@ -432,16 +497,16 @@ class AutoGuard:
             which = (
                 ("the capture was" if captures == 1 else "the captures were")
                 if uncompared == captures
-                else f"{uncompared} of the {captures} captures were"
+                else f"{uncompared} of the {captures} captures {'was' if uncompared == 1 else 'were'}"
             )
             line += f"; {which} NOT compared with an eager call"
             line += f": {self._to_compare}" if not self.reference_call else ""
         if self.extra_steps:
             steps = f"{self.extra_steps} extra step{'s' if self.extra_steps != 1 else ''}"
             line += f"; the program took {steps} (an eager call of each capture block right after its capture)"
-        lines = [line]
+        lines = [line, *raised]
         lines.extend(f"graphcheck: NOT checked: {check}: {why}" for check, why in self.not_checked())
-        lines.extend(f"graphcheck: {unused_line(a)}" for a in self.unused_allow())
+        lines.extend(f"graphcheck: {unused_line(a, self._allowance)}" for a in self.unused_allow())
         return "\n".join(lines)
 
     def _hinted(self, report: Report, why_not: str) -> None:

@@ -148,12 +148,23 @@ class _SessionRecord:
     device: str | None
     report_path: Path | None
     settings: Any = None  # graphcheck.config.Settings from [tool.graphcheck]
+    pyproject: Path | None = None  # where the settings came from
+    # Where the fixture's default device came from, and how that place writes a device.
+    device_from: tuple[str, Callable[[str], str]] = ("the default device", "device={!r}".format)
     validations: list[Validation] = field(default_factory=list)
     tests: int = 0  # how many tests used the fixture or the marker
     written_to: Path | None = None
     strict: bool = False  # --graphcheck-strict: partial or not checked fails the test too
     saved_disable: Any = _NOT_SAVED  # GRAPHCHECK_DISABLE before --graphcheck-disable set it
     write_error: str | None = None  # why the JSON report could not be written at the end
+    # The reports of marked captures whose test asked for reference_call=True.
+    compare_asked: set[int] = field(default_factory=set)
+
+    def allowance(self) -> Callable[[Allow], str]:
+        """How an allowance that matched nothing is named: as ``[tool.graphcheck]`` writes it, or ``gc.Allow(...)``."""
+        from .config import allow_spelling
+
+        return allow_spelling(self.settings.allow if self.settings is not None else (), self.pyproject)
 
     def to_dict(self) -> dict[str, Any]:
         """The session's validations and totals: the ``graphcheck.report/1`` envelope."""
@@ -200,19 +211,23 @@ class _SessionRecord:
         partial = Counter(check for v in self.validations for check, _ in v.report.not_run)
         if partial:
             line += "; NOT checked: " + ", ".join(f"{check} in {n}" for check, n in partial.items())
-        uncompared = sum(
-            1
-            for v in self.validations
+        uncompared = [
+            v for v in self.validations
             if v.source == SOURCE_MARKER and any(c == "compare" for c, _ in v.report.not_run)
-        )
-        if uncompared:
-            captures = (
-                f"{uncompared} marked capture{'s' if uncompared != 1 else ''} {'were' if uncompared != 1 else 'was'}"
-            )
+        ]  # fmt: skip
+        unasked = sum(1 for v in uncompared if id(v.report) not in self.compare_asked)
+        if unasked:
+            captures = f"{unasked} marked capture{'s' if unasked != 1 else ''} {'were' if unasked != 1 else 'was'}"
             line += (
                 f" ({captures} NOT compared with an eager call: @pytest.mark.graphcheck(reference_call=True) "
                 "compares them)"
             )
+        asked = [v.report for v in uncompared if id(v.report) in self.compare_asked]
+        if asked:
+            # reference_call=True is set already: why the capture could not be compared.
+            why = dict(asked[0].not_run)["compare"]
+            captures = f"{len(asked)} marked capture{'s' if len(asked) != 1 else ''}"
+            line += f" ({captures} with reference_call=True could NOT be compared; {asked[0].name}: {why})"
         return line
 
 
@@ -238,8 +253,10 @@ class _TestRecord:
         """The reports with findings made since the last call, as a report section's text
         (without ``shown_already``, the report the test's failure shows)."""
         new, self.shown = self.validations[self.shown :], len(self.validations)
+        allowance = self.session.allowance()
         return "\n\n".join(
-            f"[{v.source}] {v.report.text(accept=marker_accept if v.source.startswith(SOURCE_MARKER) else None)}"
+            f"[{v.source}] "
+            + v.report.text(accept=marker_accept if v.source.startswith(SOURCE_MARKER) else None, allowance=allowance)
             for v in new
             if v.report.findings and v.report is not shown_already
         )
@@ -313,15 +330,18 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
     from . import config as project
 
+    pyproject = project.find_pyproject(config.rootpath)
     try:
-        settings = project.load(project.find_pyproject(config.rootpath))
+        settings = project.load(pyproject)
     except project.ConfigError as error:
         raise pytest.UsageError(f"graphcheck: {error}") from None
-    device = _device_name(config)
-    if device is None:
+    device, device_from = _device_name(config)
+    if device is None and settings.device is not None:
         device = settings.device
+        device_from = (f"device in [tool.graphcheck] of {_shown(pyproject)}", 'device = "{}"'.format)
     strict = _flag(config, "graphcheck_strict")
-    record = _SessionRecord(device=device, report_path=_report_path(config), settings=settings, strict=strict)
+    record = _SessionRecord(device=device, report_path=_report_path(config), settings=settings, strict=strict,
+                            pyproject=pyproject, device_from=device_from)  # fmt: skip
     if _flag(config, "graphcheck_disable"):
         # The one switch every surface reads (graphcheck's own, and user code calling
         # gc.capture directly in a test); put back when the session ends.
@@ -364,14 +384,27 @@ def pytest_report_header(config: pytest.Config) -> str:
 _DEVICE_NAME = re.compile(r"cpu|cuda(:\d+)?")
 
 
-def _device_name(config: pytest.Config) -> str | None:
-    """``--graphcheck-device``, else the ini's ``graphcheck_device``; a name no device has is a usage error."""
+def _device_name(config: pytest.Config) -> tuple[str | None, tuple[str, Callable[[str], str]]]:
+    """``--graphcheck-device``, else the ini's ``graphcheck_device``, and where it came from (the
+    place, and how it writes a device); a name no device has is a usage error."""
     option, device = "--graphcheck-device", config.getoption("graphcheck_device")
+    spell = "--graphcheck-device={}".format
     if device is None:
         option, device = "graphcheck_device (ini)", config.getini("graphcheck_device") or None
+        ini = config.inipath.name if config.inipath is not None else "the ini file"
+        option, spell = f"graphcheck_device in {ini}", "graphcheck_device = {}".format
     if device is not None and not _DEVICE_NAME.fullmatch(device):
         raise pytest.UsageError(f"graphcheck: {option}: {device!r} is not a Warp device name (cpu, cuda, cuda:0...)")
-    return device
+    return device, (option, spell)
+
+
+def _shown(path: Path | None) -> str:
+    """``path`` relative to the working directory where it lies below it."""
+    if path is None:
+        return "pyproject.toml"
+    from .schema import relative_path
+
+    return relative_path(path)
 
 
 def _checked_device(device: Any, what: str, spell: Callable[[str], str] = "device={!r}".format) -> Any:
@@ -421,10 +454,26 @@ class GraphcheckFixture:
         reports: every report this fixture's validations and guards produced, in order.
     """
 
-    def __init__(self, device: str | None, record: _TestRecord) -> None:
+    def __init__(
+        self, device: str | None, record: _TestRecord, device_from: tuple[str, Callable[[str], str]] | None = None
+    ) -> None:
         self.device = device
         self.reports: list[Report] = []
         self._record = record
+        # Where the default device came from: checked on first use, and a device this machine
+        # lacks fails the test in one line naming that place (the marker checks its own).
+        self._device_from = device_from
+
+    def _device(self, device: Any) -> Any:
+        """``device`` (the test's own argument), else the default :attr:`device`, checked once."""
+        __tracebackhide__ = True
+        if device is not None:
+            return device
+        if self._device_from is not None:
+            where, spell = self._device_from
+            self._device_from = None
+            _checked_device(self.device, where, spell)
+        return self.device
 
     def _defaults(self, keywords: dict[str, Any]) -> dict[str, Any]:
         """``keywords`` with their capture options (an ``options=`` object, then option
@@ -472,7 +521,7 @@ class GraphcheckFixture:
 
         options = self._defaults(options)
         try:
-            checked = capture(fn, *args, device=device if device is not None else self.device, owners=owners, **options)
+            checked = capture(fn, *args, device=self._device(device), owners=owners, **options)
         except GraphCheckError as error:
             self._add(SOURCE_VALIDATE, error.report)
             raise
@@ -491,7 +540,7 @@ class GraphcheckFixture:
             options: passed to :class:`graphcheck.GraphGuard` (``on_failure=``, ``allow=``...).
         """
         options = self._defaults(options)
-        guard = _reporting_guard_class()(device if device is not None else self.device, reference, owners, **options)
+        guard = _reporting_guard_class()(self._device(device), reference, owners, **options)
         guard.on_report = lambda report: self._add(SOURCE_GUARD, report)
         return guard
 
@@ -516,7 +565,7 @@ class GraphcheckFixture:
         from .findings import GraphCheckError
 
         try:
-            report = check(make, device=device if device is not None else self.device, **options)
+            report = check(make, device=self._device(device), **options)
         except GraphCheckError as error:
             self._add(source, error.report)
             raise
@@ -524,7 +573,9 @@ class GraphcheckFixture:
         return report
 
     def __repr__(self) -> str:
-        return f"<graphcheck fixture on {self.device or 'the default device'}: {len(self.reports)} reports>"
+        count = len(self.reports)
+        reports = f"{count} report{'s' if count != 1 else ''}"
+        return f"<graphcheck fixture on {self.device or 'the default device'}: {reports}>"
 
 
 @cache
@@ -563,9 +614,11 @@ def graphcheck(request: pytest.FixtureRequest) -> GraphcheckFixture:
     item = request.node
     marker = item.get_closest_marker("graphcheck")
     marker_device = marker.kwargs.get("device") if marker is not None else None
-    # Not checked here, which would import Warp: graphcheck's calls check it and say what to do.
-    device = marker_device if marker_device is not None else request.config.stash[_SESSION].device
-    return GraphcheckFixture(device, _test_record(item))
+    session = request.config.stash[_SESSION]
+    # Not checked here, which would import Warp: checked when first used (the marker checks its own).
+    if marker_device is not None:
+        return GraphcheckFixture(marker_device, _test_record(item))
+    return GraphcheckFixture(session.device, _test_record(item), session.device_from if session.device else None)
 
 
 # -- the marker ---------------------------------------------------------------------------
@@ -648,21 +701,20 @@ def _run_marked(item: pytest.Item, marker: pytest.Mark) -> Generator[None, objec
     record = _test_record(item)
     settings = record.session.settings
     on_failure = settings.on_failure if settings is not None else "raise"
+    # The test's captures stay where the test makes them: a device setting ([tool.graphcheck],
+    # --graphcheck-device) is the fixture's default; only the marker's own device= moves the body.
     if settings is not None:
         allow = tuple(dict.fromkeys(settings.allow + allow))
-        device = (
-            device
-            if device is not None
-            else _checked_device(settings.device, "device in [tool.graphcheck]", 'device = "{}"'.format)
-        )
     options = settings.capture_options() if settings is not None else None
+    reference_call = marker.kwargs.get("reference_call", False)
     autoguard = AutoGuard(
         options,
         allow=allow,
-        reference_call=marker.kwargs.get("reference_call", False),
+        reference_call=reference_call,
         strict_ownership=marker.kwargs.get("strict_ownership", options.strict_ownership if options else False),
         to_compare="mark the test `@pytest.mark.graphcheck(reference_call=True)`",
         validate_step="the graphcheck fixture, graphcheck.validate(step)",
+        allowance=record.session.allowance(),
     )
     try:
         # The with statement exits the AutoGuard however the body ends, so wp.ScopedCapture
@@ -679,6 +731,8 @@ def _run_marked(item: pytest.Item, marker: pytest.Mark) -> Generator[None, objec
         for report in autoguard.reports:
             if not any(v.report is report for v in record.validations):  # the fixture's guard kept it already
                 record.add(SOURCE_MARKER, report)
+                if reference_call:
+                    record.session.compare_asked.add(id(report))
         for report in autoguard.replay_reports:
             record.add(SOURCE_MARKER_REPLAY, report)
     if autoguard.findings:

@@ -589,3 +589,111 @@ def test_marker_values_are_checked_where_they_enter(inner: pytest.Pytester):
             "*@pytest.mark.graphcheck(strict_ownership=...): expected True or False, got 1 (an int)*",
         ]
     )
+
+
+def test_a_marked_test_with_reference_call_is_told_why_its_capture_was_not_compared(inner: pytest.Pytester):
+    """reference_call=True is set already: the summary says why the block could not run again, not to set it."""
+    inner.makepyfile(
+        test_loop="""
+        import pytest
+        import warp as wp
+        from tests import producers as P
+
+        @pytest.mark.graphcheck(reference_call=True)
+        def test_loop():
+            producer = P.HostCounter("cpu")
+            with wp.ScopedCapture(device="cpu"):
+                for _ in range(2):
+                    producer.step()
+
+        @pytest.mark.graphcheck
+        def test_unmarked_compare():
+            producer = P.DeviceCounter("cpu")
+            with wp.ScopedCapture(device="cpu"):
+                producer.step()
+        """
+    )
+    result = run_inner(inner)
+    result.assert_outcomes(passed=2)
+    (line,) = [line for line in result.outlines if line.startswith("graphcheck: 2 validations")]
+    assert "(1 marked capture was NOT compared with an eager call: @pytest.mark.graphcheck(reference_call=True) " \
+        "compares them)" in line, line
+    assert "(1 marked capture with reference_call=True could NOT be compared; capture at test_loop.py:8: the " \
+        "capture block cannot run again as it is: test_loop.py:9, `for _ in range(2):`, is not a call" in line, line
+
+
+def test_the_marker_says_an_unused_allowance_once_in_the_marker_s_words(inner: pytest.Pytester):
+    inner.makepyfile(
+        test_unused="""
+        import pytest
+        import warp as wp
+        import graphcheck as gc
+        from tests import producers as P
+
+        @pytest.mark.graphcheck(allow=[gc.Allow("SCALAR-DRIFT", kernel="nokernel")], reference_call=True)
+        def test_counter():
+            producer = P.HostCounter("cpu")
+            with wp.ScopedCapture(device="cpu"):
+                producer.step()
+
+        @pytest.mark.graphcheck(allow=["Per-Call-Allocation"])
+        def test_kinds_in_any_case():
+            pass
+
+        def test_fixture_repr(graphcheck):
+            assert repr(graphcheck) == "<graphcheck fixture on the default device: 0 reports>"
+            producer = P.DeviceCounter("cpu")
+            graphcheck.validate(producer.step, owners=(producer,))
+            assert repr(graphcheck) == "<graphcheck fixture on the default device: 1 report>"
+        """
+    )
+    result = run_inner(inner)
+    result.assert_outcomes(passed=2, failed=1)
+    said = [line for line in result.outlines if "allowance matched nothing" in line]
+    assert said == [
+        'graphcheck: allowance matched nothing: gc.Allow("scalar-drift", kernel="nokernel") (check the kernel and '
+        "argument names)"
+    ], result.outlines
+
+
+DEVICE_TESTS = """
+import pytest
+import warp as wp
+from tests import producers as P
+
+def test_fixture(graphcheck):
+    producer = P.DeviceCounter("cpu")
+    graphcheck.validate(producer.step, owners=(producer,))
+
+@pytest.mark.graphcheck
+def test_marked_body_stays_where_it_is():
+    assert str(wp.get_device()) == "cpu"
+    producer = P.DeviceCounter("cpu")
+    with wp.ScopedCapture(device="cpu"):
+        producer.step()
+"""
+
+
+def test_a_device_setting_is_the_fixture_s_and_its_error_names_where_it_came_from(inner: pytest.Pytester):
+    """[tool.graphcheck] device and --graphcheck-device choose where the fixture captures; a device this
+    machine lacks fails the fixture's test in one line naming that place, in its syntax. A marked test's
+    captures stay where the test makes them (only the marker's own device= moves its body)."""
+    import warp as wp
+
+    wp.init()
+    missing = f"cuda:{wp.get_cuda_device_count()}"  # one past the last: no machine has it
+    inner.makepyfile(test_devices=DEVICE_TESTS)
+    inner.makefile(".toml", pyproject=f'[tool.graphcheck]\ndevice = "{missing}"\n')
+    result = run_inner(inner, "-rf")
+    result.assert_outcomes(passed=1, failed=1)
+    text = "\n".join(result.outlines)
+    assert f"graphcheck: device in [tool.graphcheck] of pyproject.toml: cannot capture on device '{missing}'" in text
+    assert "Traceback" not in text and "guard.py" not in text and "device='cpu'" not in text, text
+    if not wp.is_cuda_available():
+        assert 'use device = "cpu"' in text, text
+    result = run_inner(inner, "-rf", f"--graphcheck-device={missing}")
+    result.assert_outcomes(passed=1, failed=1)
+    text = "\n".join(result.outlines)
+    assert f"graphcheck: --graphcheck-device: cannot capture on device '{missing}'" in text, text
+    if not wp.is_cuda_available():
+        assert "use --graphcheck-device=cpu" in text, text
