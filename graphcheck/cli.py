@@ -96,9 +96,23 @@ def allow_option(finding: Any) -> str:
     return f"--allow {spec}"
 
 
-def render(report: Any, colour: bool, *, quiet: bool = False, width: int | None = None) -> str:
-    """A report as text (accept lines as ``--allow`` options), its verdict and kinds coloured for a terminal."""
-    text = report.text(quiet=quiet, width=width, accept=allow_option)
+def allow_spec(allow: Any) -> str:
+    """An :class:`~graphcheck.Allow` as the ``--allow KIND[:KERNEL[:ARG]]`` that gives it."""
+    return "--allow " + ":".join([allow.kind, allow.kernel or "", allow.arg or ""]).rstrip(":")
+
+
+def render(
+    report: Any,
+    colour: bool,
+    *,
+    quiet: bool = False,
+    width: int | None = None,
+    allowance: Callable[[Any], str] | None = None,
+    unused: bool = True,
+) -> str:
+    """A report as text (accept lines as ``--allow`` options; ``allowance``, ``unused``: as
+    :meth:`Report.text` takes them), its verdict and kinds coloured for a terminal."""
+    text = report.text(quiet=quiet, width=width, accept=allow_option, allowance=allowance, unused=unused)
     if not colour:
         return text
     verdict = {"passed": _GREEN, "failed": _RED}.get(report.status, _YELLOW)
@@ -146,8 +160,8 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(self.prog, f"{message} (see {self.prog} --help)")
 
 
-def _at_least(minimum: int) -> Callable[[str], int]:
-    """An argparse type: a whole number no smaller than ``minimum`` (else one line naming the value)."""
+def _at_least(minimum: int, why: str = "") -> Callable[[str], int]:
+    """An argparse type: a whole number no smaller than ``minimum`` (else one line naming the value, and ``why``)."""
 
     def whole_number(text: str) -> int:
         try:
@@ -155,7 +169,7 @@ def _at_least(minimum: int) -> Callable[[str], int]:
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
         if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}{f' ({why})' if why else ''}, got {value}")
         return value
 
     return whole_number
@@ -240,7 +254,7 @@ def _parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check", help="validate the step of a producer built by MODULE:FACTORY", epilog=_EPILOG)
     device(check)
     reporting(check)
-    check.add_argument("target", metavar="MODULE:FACTORY", help="e.g. mysim.envs:make_env")
+    check.add_argument("target", metavar="MODULE:FACTORY", help="e.g. mysim.envs:make_env, or mysim/envs.py:make_env")
     check.add_argument("--method", default="step", help="the method to capture (default: step)")
     check.add_argument(
         "--traceback", action="store_true", help="show the full traceback of an exception the factory or step raises"
@@ -259,7 +273,11 @@ def _parser() -> argparse.ArgumentParser:
         help="run the producer conformance kit: calls, shared buffers, capture, values (gc.check_producer)",
     )
     check.add_argument(
-        "--steps", type=_at_least(2), default=4, help="steps (calls) for --values and --conformance (default 4)"
+        "--steps",
+        type=_at_least(2, "step 1 is the captured producer's reference call; replays start at step 2"),
+        default=None,
+        metavar="N",
+        help="steps (calls) for --values and --conformance (default 4, at least 2)",
     )
     check.add_argument(
         "--show-graph",
@@ -313,9 +331,13 @@ def _settings(args: argparse.Namespace, prog: str) -> Any:
     pyproject = config.find_pyproject(Path.cwd())
     try:
         settings = config.load(pyproject)
-        allow = settings.allow + config.parse_allow(args.allow)
+        given = config.parse_allow(args.allow)
     except config.ConfigError as error:
         raise UsageError(prog, str(error).replace(str(Path.cwd()) + os.sep, "")) from None
+    allow = settings.allow + given
+    in_project = config.allow_spelling(settings.allow, pyproject)
+    # An allowance that matched nothing is named as it was given: an --allow option, or a line of pyproject.toml.
+    args.allowance = lambda a: allow_spec(a) if a in given else in_project(a)
     args.output_format = "json" if args.json else (args.output_format or "text")
     if getattr(args, "device", None) is not None and not args.device.strip():
         raise UsageError(prog, "--device needs a device name (cpu, cuda, cuda:0...), got an empty one")
@@ -328,6 +350,17 @@ def _settings(args: argparse.Namespace, prog: str) -> Any:
                 check_output_path(option, path)
             except OutputPathError as error:
                 raise UsageError(prog, str(error)) from None
+    if args.dot is not None:
+        from . import dot
+
+        fmt = dot.renders(args.dot)
+        if fmt is not None and shutil.which("dot") is None:
+            source = str(Path(args.dot).with_suffix(".dot"))
+            raise UsageError(
+                prog, f"--dot {args.dot}: a .{fmt} picture needs Graphviz's dot program, which is not installed: "
+                f"install Graphviz, or write the DOT text (--dot {source}) and render it where Graphviz is (dot "
+                f"-T{fmt} {source} -o {args.dot})"
+            )  # fmt: skip
     if getattr(args, "device", None):
         args.device_from = ("--device", "--device {}".format)
     elif settings.device is not None and pyproject is not None:
@@ -350,10 +383,18 @@ def _shown_path(path: Path) -> str:
 
 
 def _warp_and_device(
-    device: str | None, prog: str, device_from: tuple[str, Callable[[str], str]] = ("--device", "--device {}".format)
+    device: str | None,
+    prog: str,
+    device_from: tuple[str, Callable[[str], str]] = ("--device", "--device {}".format),
+    *,
+    init: bool = True,
 ) -> str | None:
-    """Load Warp quietly, check it is supported, and resolve ``device`` (UsageError for one Warp
-    lacks, naming where it came from, ``device_from``: the place and how it writes a device)."""
+    """Load Warp, check it is supported, and resolve ``device`` (UsageError for one Warp lacks,
+    naming where it came from, ``device_from``: the place and how it writes a device).
+
+    ``init``: initialise Warp quietly now (no start-up banner in graphcheck's own output);
+    ``run`` leaves Warp's configuration and its initialisation to the program, as ``python`` does.
+    """
     try:
         import warp as wp
     except ModuleNotFoundError as error:
@@ -363,9 +404,10 @@ def _warp_and_device(
 
     from . import _warp
 
-    wp.config.log_level = wp.LOG_WARNING
-    wp.init()
-    _warp.check_warp()
+    if init:
+        wp.config.log_level = wp.LOG_WARNING
+        wp.init()
+    _warp.check_warp(initialise=init)
     if device is None:
         return None
     from .guard import check_device
@@ -382,45 +424,85 @@ def _device_from(args: argparse.Namespace) -> list[tuple[str, Callable[[str], st
     return [args.device_from] if hasattr(args, "device_from") else []
 
 
-def _code(status: str, strict: bool) -> int:
-    """The exit status for a verdict."""
-    if status == "failed" or (strict and status != "passed"):
-        return EXIT_FINDINGS
-    return EXIT_PASSED
+@dataclasses.dataclass(frozen=True)
+class Exit:
+    """The exit status a command ends with, and why: every output format says both.
+
+    Attributes:
+        status: the exit status (see :data:`EXIT_CODES`; ``run`` keeps a failing program's own).
+        reason: why, in words (``"partial: some checks did not run (--strict)"``).
+        strict: whether ``--strict`` decided it (a partial or not-checked verdict fails).
+    """
+
+    status: int
+    reason: str
+    strict: bool = False
+
+    def document(self) -> dict[str, Any]:
+        """The envelope's ``exit_status`` and ``exit_reason``."""
+        return {"exit_status": self.status, "exit_reason": self.reason}
+
+
+def _exit_for(verdict: str, strict: bool, program_exit: int = 0) -> Exit:
+    """The exit status for a verdict (``run``: and the program's own status), and why."""
+    if program_exit:
+        return Exit(program_exit, f"the program exited with status {program_exit}")
+    if verdict == "failed":
+        return Exit(EXIT_FINDINGS, "failed: findings")
+    what = {"partial": "partial: some checks did not run", "not-checked": "not checked: no check ran"}.get(verdict)
+    if what is None:
+        return Exit(EXIT_PASSED, "passed")
+    if strict:
+        return Exit(EXIT_FINDINGS, f"{what} (--strict)", strict=True)
+    return Exit(EXIT_PASSED, f"{what} (exit status 1 with --strict)")
 
 
 # -- output -------------------------------------------------------------------------------
 
 
 def _emit(
-    reports: list[tuple[str, Any]], args: argparse.Namespace, failed: Sequence[tuple[str, str]] = (), **extra: Any
+    reports: list[tuple[str, Any]],
+    args: argparse.Namespace,
+    outcome: Exit,
+    failed: Sequence[tuple[str, str]] = (),
+    **extra: Any,
 ) -> None:
-    """Write ``(source, report)`` pairs in the chosen format, to ``--output`` or standard output
-    (``failed``: what else fails the command, for JUnit: see :func:`junit_xml`)."""
+    """Write ``(source, report)`` pairs in the chosen format, to ``--output`` or standard output,
+    each format agreeing with ``outcome``, the exit status (``failed``: what else fails the
+    command, for JUnit: see :func:`junit_xml`)."""
     from ._outputs import write_output
     from .schema import report_document
 
     fmt = args.output_format
     out = sys.stdout
+    allowance = getattr(args, "allowance", None)
     if fmt == "text":
         to_file = bool(args.output)  # a file gets plain, unwrapped text
         colour, width = _use_colour(out, args.colour) and not to_file, None if to_file else _width(out)
-        text = "\n\n".join(render(r, colour, quiet=args.quiet, width=width) for _, r in reports)
+        # run's closing lines say the allowances that matched nothing once, for all its reports.
+        unused = args.command != "run"
+        text = "\n\n".join(
+            render(r, colour, quiet=args.quiet, width=width, allowance=allowance, unused=unused) for _, r in reports
+        )
     elif fmt == "json":
         import json
 
-        document = report_document([{**r.to_dict(), "source": s} for s, r in reports], command=args.command, **extra)
+        document = report_document(
+            [{**r.to_dict(), "source": s} for s, r in reports], command=args.command, **extra, **outcome.document()
+        )
         text = json.dumps(document, indent=2)
     elif fmt == "github":
-        text = "\n".join(line for _, r in reports for line in github_annotations(r))
+        text = "\n".join(line for _, r in reports for line in github_annotations(r, strict=outcome.strict))
     elif fmt == "sarif":
         import json
 
         from .sarif import sarif_log
 
-        text = json.dumps(sarif_log(reports, args.command), indent=2)
+        log = sarif_log(reports, args.command, exit_status=outcome.status, exit_reason=outcome.reason,
+                        strict=outcome.strict)  # fmt: skip
+        text = json.dumps(log, indent=2)
     else:
-        text = junit_xml(reports, args.command, strict=args.strict, failed=failed)
+        text = junit_xml(reports, args.command, strict=args.strict, failed=failed, allowance=allowance)
     if args.output:
         write_output(Path(args.output), text + "\n", "--output")
         for (
@@ -441,9 +523,9 @@ def _escape_property(text: str) -> str:
     return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def github_annotations(report: Any) -> list[str]:
+def github_annotations(report: Any, *, strict: bool = False) -> list[str]:
     """GitHub Actions workflow commands: an error per finding at its file and line, a
-    warning for each check that did not run."""
+    warning for each check that did not run (an error under ``--strict``, which fails it)."""
     from .findings import docs_line
     from .schema import relative_path
 
@@ -457,31 +539,45 @@ def github_annotations(report: Any) -> list[str]:
             text += f": {finding.values}"
         text += f"\naccept: {allow_option(finding)}\ndocs: {docs_line(finding.kind)}"
         lines.append(f"::error {where}title={_escape_property(finding.kind)}::{_escape_data(text)}")
+    level = _not_checked_level(strict)
     for check, reason in report.not_run:
         title = _escape_property(f"graphcheck: {check} NOT checked")
-        lines.append(f"::warning title={title}::{_escape_data(f'{report.name}: {reason}')}")
+        lines.append(f"::{level} title={title}::{_escape_data(f'{report.name}: {reason}')}")
     lines.append(report.headline())
     return lines
 
 
-def run_warnings(guard: Any) -> list[str]:
-    """``graphcheck run``'s GitHub ``::warning`` lines: one per check the program's captures
-    did not run, or one saying nothing was checked."""
+def _not_checked_level(strict: bool) -> str:
+    """The annotation level of a check that did not run: an error where ``--strict`` fails for it."""
+    return "error" if strict else "warning"
+
+
+def run_warnings(guard: Any, *, strict: bool = False) -> list[str]:
+    """``graphcheck run``'s GitHub annotations of what was NOT checked: one per check the
+    program's captures did not run, or one saying nothing was checked (``::warning``, or
+    ``::error`` under ``--strict``, which fails for them)."""
+    level = _not_checked_level(strict)
     if not guard.reports or not _checking():
         why = guard.verdict().splitlines()[0].removeprefix("graphcheck: NOT checked: ")
-        return [f"::warning title={_escape_property('graphcheck: NOT checked')}::{_escape_data(why)}"]
+        return [f"::{level} title={_escape_property('graphcheck: NOT checked')}::{_escape_data(why)}"]
     return [
-        f"::warning title={_escape_property(f'graphcheck: {check} NOT checked')}::{_escape_data(why)}"
+        f"::{level} title={_escape_property(f'graphcheck: {check} NOT checked')}::{_escape_data(why)}"
         for check, why in guard.not_checked()
     ]
 
 
 def junit_xml(
-    reports: list[tuple[str, Any]], command: str, *, strict: bool = False, failed: Sequence[tuple[str, str]] = ()
+    reports: list[tuple[str, Any]],
+    command: str,
+    *,
+    strict: bool = False,
+    failed: Sequence[tuple[str, str]] = (),
+    allowance: Callable[[Any], str] | None = None,
 ) -> str:
     """A JUnit XML document: a test case per report, failed with its findings (with ``strict``,
     also when partial or not checked, as the exit status is), skipped when not checked; and a
-    failed test case per ``(name, message)`` in ``failed`` (what else made the exit status 1)."""
+    failed test case per ``(name, message)`` in ``failed`` (what else made the exit status 1).
+    ``allowance``: how an allowance that matched nothing is named (``--allow KIND:KERNEL``)."""
     import xml.etree.ElementTree as ET
 
     suite = ET.Element("testsuite", name=f"graphcheck {command}", tests=str(len(reports) + len(failed)))
@@ -501,7 +597,7 @@ def junit_xml(
             failures += 1
             kinds = ", ".join(dict.fromkeys(f.kind for f in report.findings))
             failure = ET.SubElement(case, "failure", message=report.headline(), type=kinds)
-            failure.text = report.text(accept=allow_option)
+            failure.text = report.text(accept=allow_option, allowance=allowance)
         elif strict and report.status != "passed":
             failures += 1
             not_run = "; ".join(f"{check}: {why}" for check, why in report.not_run or report.skipped)
@@ -511,7 +607,7 @@ def junit_xml(
         elif report.status == "not-checked":
             skipped += 1
             ET.SubElement(case, "skipped", message=report.headline())
-        ET.SubElement(case, "system-out").text = report.text(accept=allow_option)
+        ET.SubElement(case, "system-out").text = report.text(accept=allow_option, allowance=allowance)
     suite.set("failures", str(failures))
     suite.set("skipped", str(skipped))
     suites = ET.Element("testsuites")
@@ -533,17 +629,20 @@ def _show_graph(checked: Any) -> None:
 
 
 def _write_dot(checked: Any, path: str) -> None:
+    import subprocess
+
     from . import dot
+    from ._outputs import OutputPathError
 
     try:
         written = dot.write(checked, path)
     except OSError as error:
-        from ._outputs import OutputPathError
-
         raise OutputPathError(f"cannot write --dot {path}: {error.strerror or error}") from None
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as error:
+        raise OutputPathError(f"cannot write --dot {path}: Graphviz's dot failed ({error})") from None
     for name in written:
         print(f"graphcheck: wrote {name}", file=sys.stderr)
-    if len(written) == 1:
+    if len(written) == 1 and dot.renders(path) is None:
         svg = str(Path(path).with_suffix(".svg"))
         print(f"graphcheck: for an SVG, install Graphviz and run: dot -Tsvg {path} -o {svg}", file=sys.stderr)
 
@@ -614,20 +713,21 @@ def _demo(args: argparse.Namespace, settings: Any) -> int:
         heading = (lambda s: f"{_BOLD}{s}{_RESET}") if colour else (lambda s: s)
         width, quiet = _width(out), args.quiet
         print(heading(f"1. A particle simulation with two planted bugs, captured on {device}:"))
-        out.write(render(checked.report, colour, quiet=quiet, width=width) + "\n\n")
+        out.write(render(checked.report, colour, quiet=quiet, width=width, allowance=args.allowance) + "\n\n")
         print(heading("2. The same simulation, fixed:"))
-        out.write(render(good.report, colour, quiet=quiet, width=width) + "\n")
+        out.write(render(good.report, colour, quiet=quiet, width=width, allowance=args.allowance) + "\n")
         if good.report.status == "not-checked":
             print("NOT checked: GRAPHCHECK_DISABLE is set; nothing was validated and no replay was checked.")
         elif replayed:
             times = f"{replayed} time{'s' if replayed != 1 else ''}"
             print(f"Replayed the fixed graph {times}; every address it holds is still an owned buffer.")
     status = _demo_status(checked.report.status, good.report.status)
+    outcome = _exit_for(status, args.strict)
     if not (args.output_format == "text" and not args.output):
-        _emit(reports, args, replays=replayed, checking=gc.checking_enabled(), demo=status)
+        _emit(reports, args, outcome, replays=replayed, checking=gc.checking_enabled(), demo=status)
     if args.dot:
         _write_dot(checked, args.dot)
-    return _code(status, args.strict)
+    return outcome.status
 
 
 def _demo_status(with_bugs: str, fixed: str) -> str:
@@ -642,32 +742,97 @@ def _demo_status(with_bugs: str, fixed: str) -> str:
 
 def _check(args: argparse.Namespace, settings: Any) -> int:
     prog = "graphcheck check"
-    module_name, _, factory_name = args.target.partition(":")
+    # The last colon: a file path may hold one (C:\\sim.py:make_sim); a factory's name does not.
+    module_name, _, factory_name = args.target.rpartition(":")
     if not module_name or not factory_name:
-        raise UsageError(prog, f"expected MODULE:FACTORY (e.g. mysim.envs:make_env), got {args.target!r}")
+        raise UsageError(
+            prog, f"expected MODULE:FACTORY (e.g. mysim.envs:make_env, or path/to/mysim.py:make_env), got "
+            f"{args.target!r}"
+        )  # fmt: skip
     flag = "--values" if args.values else "--conformance" if args.conformance else None
     if flag and args.warmup is not None:
         raise UsageError(prog, f"--warmup applies to the capture check; it does not apply to {flag}")
     if flag and args.dot:
         raise UsageError(prog, f"--dot draws one capture; it does not apply to {flag}")
+    if not flag and args.steps is not None:
+        raise UsageError(
+            prog, f"--steps {args.steps} applies to --values and --conformance (how many steps they take); the "
+            "capture check makes one reference call and one capture (--replays N replays the graph N times)"
+        )  # fmt: skip
     device = _warp_and_device(settings.device, prog, *_device_from(args))
     sys.path.insert(0, os.getcwd())
+    module_name = _module_named(prog, module_name)
     checked = None
     # The user's code prints to standard error while a document goes to standard output.
     with users_output_to_stderr(_document_on_stdout(args)):
         factory = _factory(prog, module_name, factory_name, args.traceback)
         if flag:
+            _refuse_generator(prog, getattr(factory, args.method, None) if isinstance(factory, type) else None,
+                              f"{args.target}().{args.method}")  # fmt: skip
             reports = [(flag.removeprefix("--"), _check_by_values(factory, args, settings, device))]
         else:
             checked, reports = _validate_step(factory, args, settings, device)
-    _emit(reports, args, **({"replays": args.replays} if not flag else {}), checking=_checking())
+    from .schema import combined_status
+
+    outcome = _exit_for(combined_status(r.status for s, r in reports if s != "replay" or r.findings), args.strict)
+    _emit(reports, args, outcome, **({"replays": args.replays} if not flag else {}), checking=_checking())
     if args.show_graph and checked is not None:
         _show_graph(checked)
     if args.dot and checked is not None:
         _write_dot(checked, args.dot)
-    from .schema import combined_status
+    return outcome.status
 
-    return _code(combined_status(r.status for s, r in reports if s != "replay" or r.findings), args.strict)
+
+def _module_named(prog: str, target: str) -> str:
+    """The module ``MODULE`` names: a module name as it is; a file (``sim.py``, ``./envs/sim.py``,
+    a package's folder) as the module it is, with the folder above it (and above its package,
+    if it is in one) first on ``sys.path``, as pytest imports a test file."""
+    if not (target.endswith(".py") or "/" in target or os.sep in target or os.path.isfile(target)):
+        return target
+    path = Path(target)
+    form = "MODULE:FACTORY takes a module (mysim.envs:make_env) or its file (path/to/mysim.py:make_env)"
+    if not path.exists():
+        raise UsageError(prog, f"no such file: {target} ({form})")
+    if path.is_dir() and not (path / "__init__.py").is_file():
+        raise UsageError(prog, f"{target} is a folder that is not a package (no __init__.py): name the .py file")
+    if not path.is_dir() and path.suffix != ".py":
+        raise UsageError(prog, f"{target} is not a .py file ({form})")
+    path = path.resolve()
+    parts = [] if path.name == "__init__.py" else [path.stem]
+    folder = path.parent
+    while (folder / "__init__.py").is_file():
+        parts.insert(0, folder.name)
+        folder = folder.parent
+    bad = [part for part in parts if not part.isidentifier()]
+    if bad:
+        renamed = re.sub(r"\W", "_", bad[0])
+        raise UsageError(
+            prog, f"{target} cannot be imported as a module: {bad[0]!r} is not a Python name (rename it, e.g. "
+            f"{renamed!r})"
+        )  # fmt: skip
+    name = ".".join(parts)
+    sys.path.insert(0, str(folder))
+    known = getattr(sys.modules.get(name), "__file__", None)
+    if known is not None and Path(known).resolve() != (path / "__init__.py" if path.is_dir() else path):
+        raise UsageError(prog, f"{target} would import as {name!r}, which is already {known}: rename the file")
+    return name
+
+
+def _refuse_generator(prog: str, fn: Any, what: str) -> None:
+    """A usage error for a step whose call runs none of its body (a generator or a coroutine function)."""
+    import inspect
+
+    kind = (
+        "a generator function" if inspect.isgeneratorfunction(fn)
+        else "an async generator function" if inspect.isasyncgenfunction(fn)
+        else "a coroutine function (async def)" if inspect.iscoroutinefunction(fn)
+        else None
+    )  # fmt: skip
+    if kind is not None:
+        raise UsageError(
+            prog, f"{what} is {kind}: calling it returns {'a coroutine' if 'async def' in kind else 'a generator'} "
+            "and runs none of its body, so it launches nothing to capture: check a step that does its work when called"
+        )  # fmt: skip
 
 
 def _factory(prog: str, module_name: str, factory_name: str, full_traceback: bool) -> Any:
@@ -721,10 +886,16 @@ def _validate_step(
             )  # fmt: skip
     elif callable(producer):
         fn = producer
+    elif producer is None:
+        raise UsageError(
+            prog, f"{args.target}() returned None: the factory returns the producer (whose {args.method}() launches "
+            "the work), or a callable to validate"
+        )  # fmt: skip
     else:
         raise UsageError(
             prog, f"{args.target}() returned {article(type(producer).__name__)} with no {args.method}() method"
         )  # fmt: skip
+    _refuse_generator(prog, fn, f"{args.target}().{args.method}" if fn is method else f"{args.target}()")
     progress("reference call, capture and checks")
     options = settings.capture_options(on_failure="ignore", warmup=args.warmup)
     checked = _users_code(
@@ -776,9 +947,27 @@ def _import_users_module(prog: str, name: str, full_traceback: bool) -> Any:
             prog, f"cannot import {name!r}: {error} (run graphcheck from the folder that holds it, or put that folder "
             "on PYTHONPATH)"
         ) from None  # fmt: skip
+    except SystemExit as error:
+        site = _users_line(error)
+        where = f" at {_site_text(site)}" if site is not None else ""
+        raise UsageError(
+            prog, f"importing {name} raised {_exit_call(error)}{where}: a module check imports must not exit when "
+            "imported (put its script part under `if __name__ == \"__main__\":`)"
+        ) from None  # fmt: skip
     except Exception as error:
         _show_program_error(error, full=full_traceback)
         raise UsageError(prog, f"importing {name} raised the {type(error).__name__} above") from None
+
+
+def _exit_call(error: SystemExit) -> str:
+    """The user's code's exit as its exception: ``SystemExit(5)``."""
+    return f"SystemExit({error.code!r})" if error.code is not None else "SystemExit"
+
+
+def _site_text(site: Any) -> str:
+    from .schema import relative_path
+
+    return f"{relative_path(site.filename)}:{site.lineno}"
 
 
 def _users_code(prog: str, what: str, call: Callable[[], Any], full_traceback: bool = False) -> Any:
@@ -793,6 +982,11 @@ def _users_code(prog: str, what: str, call: Callable[[], Any], full_traceback: b
         return call()
     except (_warp.UnsupportedWarpError, GraphCheckError):
         raise
+    except SystemExit as error:
+        # The user's code exiting is not graphcheck's exit status: one line, as for any error of theirs.
+        site = _users_line(error)
+        where = f" at {relative_path(site.filename)}:{site.lineno}" if site is not None else ""
+        raise UsageError(prog, f"{what} raised {_exit_call(error)}{where}: it exited, so nothing was checked") from None
     except Exception as error:
         site = _users_line(error)
         where = f" at {relative_path(site.filename)}:{site.lineno}" if site is not None else ""
@@ -830,12 +1024,13 @@ def _check_by_values(factory: Any, args: argparse.Namespace, settings: Any, devi
 
     prog, flag = "graphcheck check", "--values" if args.values else "--conformance"
     options = {"device": device, "method": args.method, "on_failure": "ignore"}
+    steps = args.steps if args.steps is not None else 4
     if args.values:
         _Progress()("replaying beside an eagerly stepped twin")
         report = _users_code(
             prog,
             f"{flag} {args.target}",
-            lambda: gc.verify_replay(factory, steps=args.steps, **options),
+            lambda: gc.verify_replay(factory, steps=steps, **options),
             args.traceback,
         )
     else:
@@ -843,7 +1038,7 @@ def _check_by_values(factory: Any, args: argparse.Namespace, settings: Any, devi
         report = _users_code(
             prog,
             f"{flag} {args.target}",
-            lambda: gc.check_producer(factory, calls=args.steps, **options),
+            lambda: gc.check_producer(factory, calls=steps, **options),
             args.traceback,
         )
     if settings.allow:
@@ -876,13 +1071,13 @@ def _run(args: argparse.Namespace, settings: Any) -> int:
             "and change the graph it keeps (--reference-call compares the capture with an eager call after it). Warm "
             "up in the program before capturing, or validate the step with graphcheck check MODULE:FACTORY --warmup N"
         )  # fmt: skip
-    _warp_and_device(None, prog)
+    _warp_and_device(None, prog, init=False)
     from .autoguard import AutoGuard
 
     script_args = list(args.args)
     if script_args[:1] == ["--"]:
         script_args = script_args[1:]
-    if args.reference_call:
+    if args.reference_call and not args.quiet:
         print(
             "graphcheck: --reference-call: GRAPHCHECK_DISABLE is set, so no capture block runs eagerly (no extra step)"
             if not _checking()
@@ -892,22 +1087,107 @@ def _run(args: argparse.Namespace, settings: Any) -> int:
             file=sys.stderr,
         )
     saved_argv, saved_path = sys.argv, list(sys.path)
-    sys.argv = [script, *script_args]
-    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    guard = AutoGuard(
+        settings.capture_options(), reference_call=args.reference_call, keep_graphs=bool(args.dot),
+        allowance=args.allowance,
+    )  # fmt: skip
+
+    def restore() -> None:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+
     program_exit = 0
-    guard = AutoGuard(settings.capture_options(), reference_call=args.reference_call, keep_graphs=bool(args.dot))
     try:
-        # With a document on standard output, the program prints to standard error while it runs.
-        with users_output_to_stderr(_document_on_stdout(args)), guard:
-            runpy.run_path(os.path.abspath(script), run_name="__main__")  # __file__ absolute, as Python makes it
+        with contextlib.ExitStack() as running:
+            running.callback(restore)
+            sys.argv = [script, *script_args]  # as python sets them: argv[0] as given, the script's folder first
+            if not os.path.isdir(script):
+                sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+            # With a document on standard output, the program prints to standard error while it runs.
+            running.enter_context(users_output_to_stderr(_document_on_stdout(args)))
+            running.enter_context(guard)
+
+            def finish_at_os_exit(status: int) -> int:
+                running.close()  # graphcheck's hooks out and standard output back, as at the program's end
+                return _finish_run(args, guard, status)
+
+            running.enter_context(_reporting_at_os_exit(finish_at_os_exit))
+            _run_program(script)
     except SystemExit as exit_:
         program_exit = _exit_status(exit_.code)
     except BaseException as error:
         # The program's own error: shown as Python would show it, and its exit status kept.
         _show_program_error(error)
         program_exit = EXIT_INTERRUPTED if isinstance(error, KeyboardInterrupt) else 1
+    return _finish_run(args, guard, program_exit)
+
+
+def _run_program(script: str) -> None:
+    """Run ``script`` as ``python SCRIPT`` runs it: as ``__main__``, its ``__file__`` absolute and
+    ``sys.argv[0]`` as given (runpy would make it the path it was given); a folder or zip file
+    with a ``__main__.py`` through runpy, which sets ``sys.argv[0]`` to it as python does."""
+    import builtins
+    import importlib.machinery
+    import io
+    import pkgutil
+    import types
+    import zipfile
+
+    if os.path.isdir(script) or zipfile.is_zipfile(script):
+        runpy.run_path(script, run_name="__main__")
+        return
+    path = os.path.abspath(script)
+    with io.open_code(path) as file:
+        code = pkgutil.read_code(file)  # a compiled .pyc, as python runs one
+    loader: Any = importlib.machinery.SourcelessFileLoader("__main__", path)
+    if code is None:
+        with io.open_code(path) as file:
+            # dont_inherit: the program is compiled with its own __future__ imports only, not graphcheck's.
+            code = compile(file.read(), path, "exec", dont_inherit=True)
+        loader = importlib.machinery.SourceFileLoader("__main__", path)
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=path, __cached__=None, __loader__=loader, __package__=None, __spec__=None,
+                         __builtins__=builtins)  # fmt: skip
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = main
+    try:
+        exec(code, main.__dict__)
     finally:
-        sys.argv, sys.path[:] = saved_argv, saved_path
+        if saved is not None:
+            sys.modules["__main__"] = saved
+
+
+@contextlib.contextmanager
+def _reporting_at_os_exit(finish: Callable[[int], int]) -> Iterator[None]:
+    """While the program runs, its ``os._exit(n)`` (which skips every ``finally`` and exit
+    handler, graphcheck's too) first has graphcheck report as at the program's end, then exits
+    with ``finish(n)``'s status. A forked child's ``os._exit`` is left as it is."""
+    real_exit, pid = os._exit, os.getpid()
+
+    def _exit(status: int) -> Any:
+        if os.getpid() == pid:
+            try:
+                status = finish(status)
+            except BaseException as error:  # a write that failed: said, and the program still exits
+                print(f"graphcheck run: error: {error}", file=sys.stderr)
+                status = status or EXIT_USAGE
+            finally:
+                for stream in (sys.stdout, sys.stderr):
+                    with contextlib.suppress(Exception):
+                        stream.flush()
+        real_exit(status)
+
+    os._exit = _exit
+    try:
+        yield
+    finally:
+        os._exit = real_exit
+
+
+def _finish_run(args: argparse.Namespace, guard: Any, program_exit: int) -> int:
+    """``run`` after the program ended (or called ``os._exit``): the reports, the closing lines,
+    ``--report`` and ``--dot``; the exit status."""
+    script = args.script
+    outcome = _exit_for(guard.status, args.strict, program_exit)
     reports = [("capture", r) for r in guard.reports] + [("replay", r) for r in guard.replay_reports]
     shown = [(s, r) for s, r in reports if r.findings] if args.output_format in ("text", "github") else reports
     failed = []  # for JUnit: what else makes the exit status 1
@@ -916,10 +1196,10 @@ def _run(args: argparse.Namespace, settings: Any) -> int:
     elif args.strict and guard.status != "passed" and not guard.reports:
         failed.append(("graphcheck run", f"{guard.verdict().splitlines()[0]} (--strict)"))
     if shown or args.output or args.output_format in DOCUMENT_FORMATS:
-        _emit(shown, args, failed, program_exit=program_exit, checking=_checking())
+        _emit(shown, args, outcome, failed, program_exit=program_exit, checking=_checking())
     if args.output_format == "github" and not args.output:
-        # The closing lines' NOT checked, as workflow warnings (the reports' own are summed up there).
-        for line in run_warnings(guard):
+        # The closing lines' NOT checked, as workflow annotations (the reports' own are summed up there).
+        for line in run_warnings(guard, strict=args.strict):
             print(line)
     if args.output_format in ("text", "github") or args.output:
         width = _width(sys.stdout)
@@ -936,6 +1216,7 @@ def _run(args: argparse.Namespace, settings: Any) -> int:
             command="run",
             program_exit=program_exit,
             checking=_checking(),
+            **outcome.document(),
         )
         write_output(Path(args.report), json.dumps(document, indent=2) + "\n", "--report")
     if args.dot and guard.graphs:
@@ -949,7 +1230,7 @@ def _run(args: argparse.Namespace, settings: Any) -> int:
             "program exits with 0)",
             file=sys.stderr,
         )
-    return program_exit or _code(guard.status, args.strict)
+    return outcome.status
 
 
 def _exit_status(code: object) -> int:

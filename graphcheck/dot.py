@@ -3,15 +3,14 @@
 :func:`to_dot` draws a :class:`~graphcheck.CheckedGraph`: on CUDA the graph's real nodes
 and edges as the driver holds them, from the match the cross-check used (kernel nodes
 labelled with the kernel and its arguments by name); on the CPU, where a graph has no nodes to read, the recorded
-operations in capture order. :func:`write` saves DOT, or SVG where Graphviz's ``dot``
-program is installed.
+operations in capture order. :func:`write` saves DOT (and SVG beside it), or the picture a
+path's suffix names (``.svg``, ``.png``, ``.pdf``), where Graphviz's ``dot`` program is installed.
 """
 
 from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -183,17 +182,43 @@ def to_dot(checked: CheckedGraph, title: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(checked: CheckedGraph, path: str, formats: Iterable[str] = ("dot", "svg")) -> list[str]:
-    """Write the picture to ``path`` (DOT), and next to it as SVG when Graphviz is installed.
+#: The pictures Graphviz renders, by the suffix of the path asked for; any other suffix gets DOT text.
+RENDERED = {".svg": "svg", ".png": "png", ".pdf": "pdf"}
+
+
+class GraphvizMissing(RuntimeError):
+    """A picture format that needs Graphviz's ``dot`` program, which is not installed."""
+
+
+def renders(path: str) -> str | None:
+    """The Graphviz format ``path``'s suffix asks for (``svg``, ``png``, ``pdf``), or None for DOT text."""
+    return RENDERED.get(Path(path).suffix.lower())
+
+
+def write(checked: CheckedGraph, path: str) -> list[str]:
+    """Write the picture to ``path``: rendered by Graphviz where its suffix names a picture
+    (``.svg``, ``.png``, ``.pdf``); else as DOT text, and next to it as SVG where Graphviz's
+    ``dot`` is installed.
 
     Returns:
         The paths written.
+
+    Raises:
+        GraphvizMissing: ``path`` names a rendered picture and ``dot`` is not installed.
     """
-    write_output(Path(path), to_dot(checked))
-    written = [path]
+    source = to_dot(checked)
     dot = shutil.which("dot")
-    if "svg" in formats and dot is not None:
-        svg = path.rsplit(".", 1)[0] + ".svg"
+    fmt = renders(path)
+    if fmt is not None:
+        if dot is None:
+            raise GraphvizMissing(f"a .{fmt} picture needs Graphviz's dot program, which is not installed")
+        Path(path).absolute().parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run([dot, f"-T{fmt}", "-o", path], input=source, text=True, check=True, timeout=60)
+        return [path]
+    write_output(Path(path), source)
+    written = [path]
+    if dot is not None:
+        svg = str(Path(path).with_suffix(".svg"))
         subprocess.run([dot, "-Tsvg", path, "-o", svg], check=True, timeout=60)
         written.append(svg)
     return written

@@ -4,8 +4,9 @@ One run of the tool ``graphcheck``: a rule per finding kind (its summary, its fi
 page and the ``graphcheck explain`` command), a result per finding at the user's file and
 line (an allowed finding is a result with a suppression), and each check that did not
 run as a warning notification of the invocation, so a partial verdict is not read as a
-clean one. Paths below the working directory are relative to ``%SRCROOT%``, as GitHub
-code scanning expects.
+clean one (an error under ``--strict``, whose invocation then did not succeed; the
+invocation's ``exitCode`` is the command's exit status). Paths below the working directory
+are relative to ``%SRCROOT%``, as GitHub code scanning expects.
 
 A module that imports no Warp.
 """
@@ -26,8 +27,25 @@ SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schem
 _RULES = {kind: index for index, kind in enumerate(KINDS)}
 
 
-def sarif_log(reports: list[tuple[str, Any]], command: str) -> dict[str, Any]:
-    """The SARIF 2.1.0 log of ``(source, report)`` pairs from one ``graphcheck`` command."""
+def sarif_log(
+    reports: list[tuple[str, Any]],
+    command: str,
+    *,
+    exit_status: int | None = None,
+    exit_reason: str | None = None,
+    strict: bool = False,
+) -> dict[str, Any]:
+    """The SARIF 2.1.0 log of ``(source, report)`` pairs from one ``graphcheck`` command.
+
+    Args:
+        reports: the ``(source, report)`` pairs.
+        command: the subcommand.
+        exit_status: the exit status the command ends with: the invocation's ``exitCode``.
+        exit_reason: why it ends with it: the invocation's ``exitCodeDescription``.
+        strict: ``--strict`` failed the command for checks that did not run: their
+            notifications are errors, and the invocation did not succeed (its analysis is
+            incomplete, which ``--strict`` refuses).
+    """
     results = []
     notifications = []
     for source, report in reports:
@@ -37,7 +55,7 @@ def sarif_log(reports: list[tuple[str, Any]], command: str) -> dict[str, Any]:
         not_run = set(report.not_run)
         notifications += [
             {
-                "level": "warning" if (check, reason) in not_run else "note",
+                "level": ("error" if strict else "warning") if (check, reason) in not_run else "note",
                 "message": {"text": f"{report.name}: {check} NOT checked: {reason}"},
             }
             for check, reason in report.skipped
@@ -55,18 +73,29 @@ def sarif_log(reports: list[tuple[str, Any]], command: str) -> dict[str, Any]:
                         "rules": [_rule(kind) for kind in KINDS],
                     }
                 },
-                "invocations": [
-                    {
-                        "executionSuccessful": True,
-                        "commandLine": f"graphcheck {command}",
-                        "toolExecutionNotifications": notifications,
-                    }
-                ],
+                "invocations": [_invocation(command, notifications, exit_status, exit_reason, strict)],
                 "originalUriBaseIds": {"%SRCROOT%": {"uri": Path.cwd().as_uri() + "/"}},
                 "results": results,
             }
         ],
     }
+
+
+def _invocation(
+    command: str, notifications: list[dict[str, Any]], exit_status: int | None, exit_reason: str | None, strict: bool
+) -> dict[str, Any]:
+    """The run's invocation: it succeeded unless ``--strict`` failed it for checks that did not
+    run (findings are results of a successful analysis)."""
+    invocation: dict[str, Any] = {
+        "executionSuccessful": not strict,
+        "commandLine": f"graphcheck {command}",
+        "toolExecutionNotifications": notifications,
+    }
+    if exit_status is not None:
+        invocation["exitCode"] = exit_status
+    if exit_reason is not None:
+        invocation["exitCodeDescription"] = exit_reason
+    return invocation
 
 
 def _rule(kind: str) -> dict[str, Any]:

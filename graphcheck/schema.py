@@ -61,7 +61,7 @@ def report_document(reports: Iterable[Any], *, device: str | None = None, **extr
             extra keys (``source``, ``nodeid``, ``site``).
         device: the device the surface ran on (None: the reports' own, where they agree).
         extra: more top-level keys the schema knows (``command``, ``program_exit``,
-            ``replays``, ``checking``, ``totals``, ``demo``).
+            ``replays``, ``checking``, ``totals``, ``demo``, ``exit_status``, ``exit_reason``).
     """
     from ._version import __version__
 

@@ -63,9 +63,18 @@ def test_run_guards_an_unmodified_warp_example():
     result = graphcheck("run", str(script), "--headless", "--num-frames", "2")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "graphcheck: 1 capture guarded, no findings in what was checked" in result.stdout
-    # The program's own output (its timers) and graphcheck's closing lines, nothing else.
-    theirs = [line for line in result.stdout.splitlines() if not line.startswith("graphcheck: ")]
-    assert len(theirs) == 2 and all(line.startswith("step took") for line in theirs), result.stdout
+    # The program's own output, as python prints it (Warp's banner, its module-load line, the
+    # example's timers), then graphcheck's closing lines, nothing else.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    python = subprocess.run([sys.executable, str(script), "--headless", "--num-frames", "2"], capture_output=True,
+                            text=True, cwd=ROOT, env=env, timeout=600, check=True)  # fmt: skip
+
+    def program(stdout):
+        lines = [line for line in stdout.splitlines() if not line.startswith("graphcheck: ")]
+        return [re.sub(r"\d+\.\d+ ms", "N ms", line) for line in lines]
+
+    assert program(result.stdout) == program(python.stdout), result.stdout
+    assert any("initialized" in line for line in program(result.stdout)), "Warp's banner is the program's"
 
 
 SCRIPT = """
@@ -469,7 +478,62 @@ def test_run_reference_call_finds_drift_and_says_the_program_advances_one_extra_
     assert "a bug if the program means it to advance" in drift["fix"] and "set-up captured once" in drift["fix"]
     # A block that is not plain calls cannot be run again: the compare line says so.
     reason = dict((s["check"], s["reason"]) for s in second["skipped"])["compare"]
-    assert reason.startswith("the capture block is not made of plain calls only; validate the step with"), reason
+    line = COUNTER_SCRIPT.splitlines().index("    frame = sim.frame") + 1
+    assert reason.startswith(
+        f"the capture block cannot run again as it is: counter.py:{line}, `frame = sim.frame`, is not a call (only "
+        "calls, and "
+        "names assigned a call's value, run again unchanged); validate the step with `graphcheck check"
+    ), reason
+
+
+ASSIGNED = """
+import warp as wp
+
+wp.config.log_level = wp.LOG_WARNING
+
+
+@wp.kernel
+def advance(x: wp.array(dtype=float), t: float):
+    i = wp.tid()
+    x[i] = x[i] + t
+
+
+class Sim:
+    def __init__(self):
+        self.x = wp.zeros(8, dtype=float, device="cpu")
+        self.frame = 0
+        self.last = None
+
+    def step(self):
+        self.frame += 1
+        wp.launch(advance, dim=8, inputs=[self.x, float(self.frame)], device="cpu")
+        return self.frame
+
+
+sim = Sim()
+with wp.ScopedCapture(device="cpu") as capture:
+    returned: int = sim.step()
+print("returned", returned)
+with wp.ScopedCapture(device="cpu") as other:
+    sim.last = sim.step()
+"""
+
+
+def test_reference_call_runs_a_block_that_assigns_a_call_s_value_to_a_name(tmp_path):
+    """``y = sim.step()`` runs again in a copy of the frame's variables: the program's ``y`` keeps what
+    its capture returned. An assignment to an attribute would change the program: refused, saying so."""
+    (tmp_path / "assigned.py").write_text(ASSIGNED)
+    result = graphcheck("run", "--reference-call", "--quiet", "--report", "r.json", "assigned.py", cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "returned 1" in result.stdout, "the program's name holds the capture's value, not the eager call's"
+    assert "--reference-call:" not in result.stderr, "--quiet: no banner"
+    first, second = json.loads((tmp_path / "r.json").read_text())["reports"]
+    assert [f["kind"] for f in first["findings"]] == ["scalar-drift"] and "compare" in first["checks"]
+    line = ASSIGNED.splitlines().index("    sim.last = sim.step()") + 1
+    assert dict((s["check"], s["reason"]) for s in second["skipped"])["compare"].startswith(
+        f"the capture block cannot run again as it is: assigned.py:{line}, `sim.last = sim.step()`, assigns to "
+        "sim.last, which running the block again would change (assign the call's value to a name)"
+    )
 
 
 def test_a_stale_pointer_from_run_names_the_capture_launch_line(tmp_path):
@@ -523,10 +587,26 @@ def test_pyproject_settings_apply_and_options_win(factories):
     )
 
 
-def test_an_allowance_that_matched_nothing_is_reported_by_run(tmp_path):
+def test_an_allowance_that_matched_nothing_is_reported_by_run_once_as_it_was_given(tmp_path):
     step = 'wp.launch(add, dim=8, inputs=[self.x, self.v], device="cpu")'
+    script = str(write_script(tmp_path, step))
+    result = graphcheck("run", "--allow", "scalar-drift:integrat", script)
+    assert "graphcheck: allowance matched nothing: --allow scalar-drift:integrat (check the kernel" in result.stdout
+    # With findings, the report is printed too: the closing lines say the unused allowance, once.
+    step = textwrap.dedent(
+        """scratch = wp.array([1.0] * 8, dtype=float, device="cpu")
+        wp.launch(add, dim=8, inputs=[scratch, self.v], device="cpu")"""
+    )
     result = graphcheck("run", "--allow", "scalar-drift:integrat", str(write_script(tmp_path, step)))
-    assert 'graphcheck: allowance matched nothing: gc.Allow("scalar-drift", kernel="integrat")' in result.stdout
+    assert result.returncode == 1 and "per-call-allocation" in result.stdout, result.stdout
+    assert result.stdout.count("allowance matched nothing") == 1, result.stdout
+    (tmp_path / "pyproject.toml").write_text('[tool.graphcheck]\nallow = [{ kind = "copy-drift", kernel = "k" }]\n')
+    (tmp_path / "myfactories.py").write_text(FACTORY)
+    result = graphcheck("check", "--device", "cpu", "--allow", "DIM-DRIFT", "myfactories:unsafe", cwd=tmp_path)
+    assert 'allowance matched nothing: { kind = "copy-drift", kernel = "k" } in [tool.graphcheck] allow of' in (
+        result.stdout
+    ), result.stdout
+    assert "allowance matched nothing: --allow dim-drift (check" in result.stdout, "a kind in any case"
 
 
 def test_strict_ownership_reaches_the_guard_of_every_capture(tmp_path):
@@ -539,23 +619,39 @@ def test_strict_ownership_reaches_the_guard_of_every_capture(tmp_path):
     assert "strict: True" in graphcheck("run", script, cwd=tmp_path).stdout
 
 
+def graphviz_stand_in(tools):
+    """A stand-in for Graphviz's dot on PATH: writes what ``-T<fmt>`` asks for where ``-o`` says,
+    from the file it is given or from standard input, as ``dot`` does."""
+    tools.mkdir()
+    dot = tools / "dot"
+    writes = (
+        "import sys\n"
+        "args = sys.argv[1:]\n"
+        "out = args[args.index('-o') + 1]\n"
+        "fmt = next(a[2:] for a in args if a.startswith('-T'))\n"
+        "inputs = [a for a in args if not a.startswith('-') and a != out]\n"
+        "source = open(inputs[0]).read() if inputs else sys.stdin.read()\n"
+        "assert source.startswith('digraph'), source[:40]\n"
+        "open(out, 'w').write(f'<{fmt}/>')\n"
+    )
+    dot.write_text(f"#!{sys.executable}\n{writes}")
+    dot.chmod(0o755)
+
+
 @pytest.mark.parametrize("graphviz", [False, True], ids=["without_graphviz", "with_graphviz"])
 def test_dot_writes_the_svg_with_graphviz_or_says_how_to_get_it(tmp_path, monkeypatch, graphviz):
     # PATH holds only a stand-in for Graphviz's dot, or nothing: both claims are checked on every machine.
     tools = tmp_path / "bin"
-    tools.mkdir()
     if graphviz:
-        dot = tools / "dot"  # writes an SVG where -o says, as `dot -Tsvg IN -o OUT` does
-        writes = "import sys\nopen(sys.argv[sys.argv.index('-o') + 1], 'w').write('<svg/>')\n"
-        dot.write_text(f"#!{sys.executable}\n{writes}")
-        dot.chmod(0o755)
+        graphviz_stand_in(tools)
     monkeypatch.setenv("PATH", str(tools))
     step = textwrap.dedent(
         """scratch = wp.array([1.0] * 8, dtype=float, device="cpu")  # host data, gone after the call
         wp.launch(add, dim=8, inputs=[scratch, self.v], device="cpu")"""
     )
     picture = tmp_path / "run.dot"
-    result = graphcheck("run", "--dot", str(picture), str(write_script(tmp_path, step)))
+    script = str(write_script(tmp_path, step))
+    result = graphcheck("run", "--dot", str(picture), script)
     assert picture.read_text().startswith("digraph graphcheck") and "per-call-allocation" in picture.read_text()
     svg = picture.with_suffix(".svg")
     hint = f"dot -Tsvg {picture} -o {svg}"
@@ -563,6 +659,21 @@ def test_dot_writes_the_svg_with_graphviz_or_says_how_to_get_it(tmp_path, monkey
         assert svg.read_text() == "<svg/>" and f"wrote {svg}" in result.stderr and hint not in result.stderr
     else:
         assert hint in result.stderr and not svg.exists(), result.stderr
+    # A picture's suffix names what is written: rendered by Graphviz, never DOT text under that name.
+    for suffix in (".svg", ".png"):
+        rendered = tmp_path / f"g{suffix}"
+        result = graphcheck("run", "--dot", str(rendered), script)
+        if graphviz:
+            assert result.returncode == 1 and rendered.read_text() == f"<{suffix[1:]}/>", result.stderr
+            assert f"wrote {rendered}" in result.stderr and "dot -T" not in result.stderr, result.stderr
+        else:
+            assert result.returncode == 2 and not rendered.exists() and "script done" not in result.stdout
+            source = rendered.with_suffix(".dot")
+            assert result.stderr.splitlines()[-1] == (
+                f"graphcheck run: error: --dot {rendered}: a .{suffix[1:]} picture needs Graphviz's dot program, "
+                f"which is not installed: install Graphviz, or write the DOT text (--dot {source}) and render it "
+                f"where Graphviz is (dot -T{suffix[1:]} {source} -o {rendered})"
+            ), result.stderr
 
 
 def test_the_docs_pasted_outputs_carry_no_machine_paths():
@@ -716,6 +827,43 @@ def test_junit_failures_agree_with_the_exit_status_under_every_flag(tmp_path):
     assert failures(str(tmp_path / "exits.py")) == (3, 1), "the program's own failing status is a failure too"
     (tmp_path / "none.py").write_text("print('no capture')\n")
     assert failures("--strict", str(tmp_path / "none.py")) == (1, 1)
+
+
+def test_every_document_agrees_with_the_exit_status_under_strict(tmp_path, factories):
+    """JSON says the exit status and why; SARIF's invocation does not succeed and says its exit
+    code; GitHub annotates an error where --strict fails for a check that did not run."""
+    from tests.test_sarif import validate as validate_sarif
+
+    step = 'wp.launch(add, dim=8, inputs=[self.x, self.v], device="cpu")'
+    script = str(write_script(tmp_path, step))
+    for strict, status in ((False, 0), (True, 1)):
+        flag = ["--strict"] if strict else []
+        result = graphcheck("run", "--json", *flag, script)
+        document = json.loads(result.stdout)
+        validate_document(document)
+        assert result.returncode == document["exit_status"] == status, result.stderr
+        assert document["exit_reason"] == (
+            "partial: some checks did not run (--strict)" if strict
+            else "partial: some checks did not run (exit status 1 with --strict)"
+        )  # fmt: skip
+        result = graphcheck("run", "--output-format", "sarif", *flag, script)
+        log = json.loads(result.stdout)
+        validate_sarif(log)
+        (invocation,) = log["runs"][0]["invocations"]
+        assert (invocation["exitCode"], invocation["executionSuccessful"]) == (status, not strict)
+        assert {n["level"] for n in invocation["toolExecutionNotifications"]} >= {"error" if strict else "warning"}
+        result = graphcheck("run", "--output-format", "github", *flag, script)
+        assert result.returncode == status
+        level = "::error " if strict else "::warning "
+        assert any(line.startswith(f"{level}title=graphcheck%3A compare NOT checked") for line in
+                   result.stdout.splitlines()), result.stdout  # fmt: skip
+    # check: the same rule; findings are the command's own failure, a successful analysis.
+    result = graphcheck("check", "myfactories:unsafe", "--device", "cpu", "--json", "--strict", cwd=factories)
+    document = json.loads(result.stdout)
+    assert (result.returncode, document["exit_status"], document["exit_reason"]) == (1, 1, "failed: findings")
+    result = graphcheck("check", "myfactories:unsafe", "--device", "cpu", "--output-format", "sarif", cwd=factories)
+    (invocation,) = json.loads(result.stdout)["runs"][0]["invocations"]
+    assert (invocation["exitCode"], invocation["executionSuccessful"]) == (1, True)
 
 
 def test_demo_json_status_combines_its_reports_and_demo_says_its_own_verdict():

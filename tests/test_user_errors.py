@@ -110,7 +110,10 @@ def test_the_plugin_checks_its_report_path_before_the_session_runs(inner):  # no
         (["demo", "--replays", "many"],
          "graphcheck demo: error: argument --replays: expected a whole number, got 'many'"),
         (["check", "--values", "--steps", "1", "never_imported:make"],
-         "graphcheck check: error: argument --steps: must be at least 2, got 1"),
+         "graphcheck check: error: argument --steps: must be at least 2 (step 1 is the captured producer's reference "
+         "call; replays start at step 2), got 1"),
+        (["check", "--steps", "3", "never_imported:make"],
+         "graphcheck check: error: --steps 3 applies to --values and --conformance (how many steps they take)"),
         (["check", "--device", "", "never_imported:make"],
          "graphcheck check: error: --device needs a device name (cpu, cuda, cuda:0...), got an empty one"),
         (["demo", "--device", " "],
@@ -259,6 +262,111 @@ def test_check_names_what_the_target_is(tmp_path, target, message):
     (line,) = stderr_lines(result)
     assert line.startswith(message) and "did you mean 'wp'" not in line, line
     assert "raised" not in line
+
+
+MORE_TARGETS = """
+import warp as wp
+
+
+class Sim:
+    def __init__(self, device=None):
+        self.x = wp.zeros(4, dtype=float, device=device)
+
+
+class Generates(Sim):
+    def step(self):
+        yield self.x  # calling step() runs none of this
+
+
+class Awaits(Sim):
+    async def step(self):
+        self.x.fill_(1.0)
+
+
+class Exits(Sim):
+    def step(self):
+        raise SystemExit(5)
+
+
+def returns_none(device=None):
+    Sim(device)
+
+
+def exits(device=None):
+    import sys
+
+    sys.exit("no config")
+"""
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("more:Generates", "graphcheck check: error: more:Generates().step is a generator function: calling it returns "
+         "a generator and runs none of its body, so it launches nothing to capture"),
+        ("more:Awaits", "graphcheck check: error: more:Awaits().step is a coroutine function (async def): calling it "
+         "returns a coroutine"),
+        ("more:Exits", "graphcheck check: error: more:Exits().step() raised SystemExit(5) at more.py:22: it exited, so "
+         "nothing was checked"),
+        ("more:exits", "graphcheck check: error: more:exits() raised SystemExit('no config') at more.py:32: it exited"),
+        ("more:returns_none", "graphcheck check: error: more:returns_none() returned None: the factory returns the "
+         "producer (whose step() launches the work), or a callable to validate"),
+    ],
+)  # fmt: skip
+def test_check_says_what_the_step_did_instead_of_passing_it(tmp_path, target, message):
+    """A step that runs nothing is never "replay-safe (0 operations)"; one that exits is the user's exit (one line)."""
+    (tmp_path / "more.py").write_text(MORE_TARGETS)
+    result = graphcheck("check", "--device", "cpu", target, cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    (line,) = stderr_lines(result)
+    assert line.startswith(message), line
+    assert not result.stdout
+
+
+def test_a_module_that_exits_when_imported_says_so(tmp_path):
+    (tmp_path / "script.py").write_text("import sys\nsys.exit(3)\n")
+    result = graphcheck("check", "--device", "cpu", "script:make", cwd=tmp_path)
+    assert_one_line_usage_error(
+        result, "graphcheck check: error: importing script raised SystemExit(3) at script.py:2: a module check imports "
+        "must not exit when imported (put its script part under `if __name__ == \"__main__\":`)", tmp_path
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("form", ["mysim.py", "./mysim.py", "ABSOLUTE", "pkg/envs.py", "pkg/"])
+def test_check_takes_a_file_path_as_its_module(tmp_path, form):
+    """``check ./mysim.py:make_sim`` imports the file as the module it is (in its package, if any),
+    as ``check mysim:make_sim`` does."""
+    source = NOT_FACTORIES + "\n\nclass Held(Empty):\n    def __init__(self, device=None):\n        self.x = " \
+        "wp.zeros(4, dtype=float, device=device)\n\n    def step(self):\n        self.x.fill_(1.0)\n"
+    (tmp_path / "mysim.py").write_text(source)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("from .envs import Held\n")
+    relative = "import warp as wp\nfrom . import __name__ as _"  # a relative import: envs.py is imported in pkg
+    (tmp_path / "pkg" / "envs.py").write_text(source.replace("import warp as wp", relative))
+    module = str(tmp_path / "mysim.py") if form == "ABSOLUTE" else form
+    result = graphcheck("check", "--device", "cpu", f"{module}:Held", cwd=tmp_path.parent if form == "ABSOLUTE"
+                        else tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Held.step is replay-safe on cpu" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("nosuch.py:f", "graphcheck check: error: no such file: nosuch.py (MODULE:FACTORY takes a module "
+         "(mysim.envs:make_env) or its file (path/to/mysim.py:make_env))"),
+        ("my-sim.py:f", "graphcheck check: error: my-sim.py cannot be imported as a module: 'my-sim' is not a Python "
+         "name (rename it, e.g. 'my_sim')"),
+        ("notes.txt:f", "graphcheck check: error: notes.txt is not a .py file"),
+        ("folder/:f", "graphcheck check: error: folder/ is a folder that is not a package (no __init__.py)"),
+    ],
+)  # fmt: skip
+def test_a_file_path_check_cannot_import_is_one_line(tmp_path, target, message):
+    (tmp_path / "my-sim.py").write_text(MARKING_SCRIPT)
+    (tmp_path / "notes.txt").write_text("")
+    (tmp_path / "folder").mkdir()
+    result = graphcheck("check", "--device", "cpu", target, cwd=tmp_path)
+    assert_one_line_usage_error(result, message, tmp_path)
 
 
 def test_run_of_a_folder_says_it_is_one_and_runs_one_with_a_main(tmp_path):

@@ -36,6 +36,7 @@ Safe verdicts are checked against a twin example stepped eagerly: every array bi
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -217,35 +218,41 @@ def test_two_overloads_of_one_generic_kernel_in_a_cpu_graph():
 
 def _run_frames(run=None, **env):
     """tests/scripts/graph_capture_frames.py under ``python`` (``run`` None) or ``graphcheck run *run``:
-    the result, and the picture line it printed."""
+    the result, and what the program itself printed (standard output up to graphcheck's reports and
+    closing lines, and standard error without graphcheck's lines), its timings masked."""
     script = str(ROOT / "tests" / "scripts" / "graph_capture_frames.py")
     environ = {k: v for k, v in os.environ.items() if k != "GRAPHCHECK_DISABLE"}
     environ.update(PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), NO_COLOR="1", **env)
     command = [sys.executable, script] if run is None else [sys.executable, "-m", "graphcheck", "run", *run, script]
     result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=environ, timeout=600, check=False)
-    pictures = [line for line in result.stdout.splitlines() if line.startswith("picture:")]
-    assert len(pictures) == 1, result.stdout + result.stderr
-    return result, pictures[0]
+    stdout = result.stdout.splitlines()
+    ours = next((i for i, line in enumerate(stdout) if line.startswith("graphcheck: ")), len(stdout))
+    stderr = [line for line in result.stderr.splitlines() if not line.startswith("graphcheck: ")]
+    program = [re.sub(r"\d+(\.\d+)? ms", "N ms", line) for line in stdout[:ours] + ["(stderr)"] + stderr]
+    assert sum(line.startswith("picture:") for line in program) == 1, result.stdout + result.stderr
+    return result, program
 
 
-def test_graph_capture_example_computes_the_same_picture_under_run_and_reference_call():
-    _, picture = _run_frames()
+def test_graph_capture_example_prints_what_python_prints_under_run_and_reference_call():
+    _, program = _run_frames()
+    assert any(line.startswith("Warp ") and "initialized" in line for line in program), program  # its banner
     plain, under_run = _run_frames([])
     assert plain.returncode == 0, plain.stdout + plain.stderr
-    assert under_run == picture, "plain `graphcheck run` changed the program's output"
+    assert under_run == program, "plain `graphcheck run` changed the program's output"
     closing = plain.stdout.splitlines()[-2]
     assert closing.startswith("graphcheck: 1 capture guarded, no findings in what was checked; the capture was NOT "
                               "compared with an eager call: rerun with `graphcheck run --reference-call`"), closing
     # --reference-call: the graph the program keeps is its own capture (frequencies 1 to 32768, not
     # from 65536 up), so the picture is the same; the block's own drift stays a finding, with both readings.
     compared, under_reference = _run_frames(["--reference-call"])
-    assert under_reference == picture, "--reference-call changed the graph the program keeps"
+    assert under_reference == program, "--reference-call changed the program's output"
     assert compared.returncode == 1, compared.stdout + compared.stderr
     out = compared.stdout
     assert "scalar-drift (2)" in out and "65536.0 in the eager call after the capture, 1.0 captured" in out
     assert "a bug if the program means it to advance each call" in out and "set-up captured once" in out
+    assert "validate the step itself with `graphcheck check MODULE:FACTORY`" in out, "in the command line's words"
     assert "the program took 1 extra step" in out
     # Turned off, nothing is compared and no extra step is taken.
     off, under_off = _run_frames(["--reference-call"], GRAPHCHECK_DISABLE="1")
-    assert under_off == picture and off.returncode == 0
+    assert under_off == program and off.returncode == 0
     assert "no extra step" in off.stderr and "(no extra step was taken)" in off.stdout, off.stdout + off.stderr

@@ -122,10 +122,17 @@ def _internal(path: str) -> Any:
     return vars(owner).get(last) if isinstance(owner, type) else getattr(owner, last, None)
 
 
-def missing_internals(version: str = WARP_VERSION) -> list[str]:
-    """The internals Warp release ``version`` calls for that the installed Warp lacks."""
-    _context.init()  # loads Warp's native library (core)
-    return [path for path in required_internals(version) if _internal(path) is None]
+#: The internals ``wp.init()`` makes: its runtime and the native library it loads.
+_MADE_BY_INIT = ("core.", "context.runtime")
+
+
+def missing_internals(version: str = WARP_VERSION, *, native: bool = True) -> list[str]:
+    """The internals Warp release ``version`` calls for that the installed Warp lacks
+    (``native``: those of its native library too, which initialises Warp to load it)."""
+    if native:
+        _context.init()  # loads Warp's native library (core)
+    paths = [path for path in required_internals(version) if native or not path.startswith(_MADE_BY_INIT)]
+    return [path for path in paths if _internal(path) is None]
 
 
 def _fail(what: str) -> UnsupportedWarpError:
@@ -145,27 +152,35 @@ _NATIVE_HELPER = re.compile(
 
 
 _checked = False
+_warned = False
 
 # What the hooks take from a wp.launch / wp.copy call: the trampolines pass these first.
 _LAUNCH_INTENT = ("kernel", "inputs", "outputs", "device", "stream", "max_blocks", "block_dim", "adjoint")
 _COPY_INTENT = ("dest", "src", "dest_offset", "src_offset", "count", "stream")
 
 
-def check_warp() -> None:
+def check_warp(*, initialise: bool = True) -> None:
     """Check, once, that the installed Warp has every internal the hooks rely on.
 
     A release older than the oldest tested one fails; one newer than the newest tested
     one warns (:class:`GraphCheckWarning`, once) and runs while it has every internal.
 
+    Args:
+        initialise: initialise Warp, if it is not yet, to check its native library too.
+            Without it (``graphcheck run`` leaves Warp's initialisation, and its banner, to
+            the program) the native library is checked by the next check once Warp is
+            initialised: the hooks check before each recording.
+
     Raises:
         UnsupportedWarpError: naming the first missing or changed internal.
     """
-    global _checked
+    global _checked, _warned
     if _checked:
         return
+    native = initialise or _runtime() is not None
     if release(WARP_VERSION) < release(TESTED_WARP_VERSIONS[0]):
         raise _fail("it is older than the releases graphcheck supports")
-    missing = missing_internals(WARP_VERSION)
+    missing = missing_internals(WARP_VERSION, native=native)
     if missing:
         raise _fail(f"warp._src.{missing[0]} is missing")
     for fn in (_context.launch, _context.copy):
@@ -187,9 +202,10 @@ def check_warp() -> None:
     if [f for f, _ in _types.array_t._fields_] != ["data", "grad", "shape", "strides", "ndim", "flags"]:
         raise _fail("the array_t parameter layout changed")
     newer = newer_release_warning(WARP_VERSION)
-    if newer is not None:
+    if newer is not None and not _warned:
         warnings.warn(newer, GraphCheckWarning, stacklevel=2)
-    _checked = True
+        _warned = True
+    _checked = native
 
 
 # What graphcheck does on a release that predates an internal (see WARP_INTERNALS).

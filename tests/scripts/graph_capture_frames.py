@@ -2,8 +2,9 @@
 
 ``Example.__init__`` captures ``fbm``, which doubles ``self.frequency`` at each of its 16
 launches; ``step`` resets the frequency before each replay. The digest is the program's
-output: ``graphcheck run`` must leave it as ``python`` computes it, with or without
-``--reference-call``.
+output, and so is everything else it prints (Warp's start-up banner, its module-load lines,
+the example's timers): ``graphcheck run`` must leave all of it as ``python`` prints it, with
+or without ``--reference-call``. Warp's configuration is the program's own: it sets none.
 """
 
 import hashlib
@@ -11,8 +12,7 @@ import hashlib
 import warp as wp
 from warp.examples.core.example_graph_capture import Example
 
-wp.config.quiet = True
-
+print("log level:", wp.config.log_level)
 with wp.ScopedDevice("cpu"):
     example = Example()
     for _ in range(3):
