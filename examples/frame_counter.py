@@ -49,7 +49,7 @@ if __name__ == "__main__":
     parser.add_argument("--device", default=None, help="the Warp device (default: Warp's default device)")
     parser.add_argument("--frames", type=int, default=100, help="frames to replay")
     args = parser.parse_args()
-    wp.config.quiet = True
+    wp.config.log_level = wp.LOG_WARNING  # no start-up banner
     with wp.ScopedDevice(args.device):
         sim = Particles()
         sim.step()  # warm up before capturing, as Warp advises

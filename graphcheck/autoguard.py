@@ -8,8 +8,9 @@ buffers and (on CUDA) the graph cross-check are checked when the capture ends, a
 capture are taken from where it was opened: the ``self`` of the method that opened it, or
 else that frame's variables.
 
-With ``reference_call=True`` a capture block made only of calls (``sim.step()``) runs
-once more eagerly right after it is captured, and the capture is compared with that eager
+With ``reference_call=True`` a capture block made only of calls (``sim.step()``), or of
+names assigned a call's value (``obs = env.step()``), runs once more eagerly right after it
+is captured, and the capture is compared with that eager
 call, so drift is found too. The graph the program keeps is its own capture, made from the
 state the program left for it; the program then takes one extra step per capture.
 
@@ -209,7 +210,8 @@ class AutoGuard:
             never raised (``on_failure`` is ``"ignore"``), every launch is checked
             (``replay_check`` is ``"always"``), and each capture's ``stream``,
             ``force_module_load`` and ``capture_mode`` are its own.
-        reference_call: run each capture block made of plain calls once more eagerly
+        reference_call: run each capture block made of plain calls (or of names assigned a
+            call's value) once more eagerly
             right after it is captured, and compare the capture with that call (one extra
             step of the program per capture; the graph stays the program's own capture).
         keep_graphs: keep every capture's :class:`~graphcheck.CheckedGraph` in

@@ -49,13 +49,18 @@ stays the test's own capture; the test takes one extra step per capture). The cl
 marker wins (a function's over its class's).
 
 ``[tool.graphcheck]`` in the pyproject.toml of pytest's root directory sets ``allow``,
-``replay_check``, ``on_failure``, ``strict_ownership`` and ``device`` for the fixture and
-the marker (see :mod:`graphcheck.config`); the options below win over its ``device``.
+``replay_check``, ``on_failure`` and ``strict_ownership`` for the fixture and the marker,
+and ``device`` for the fixture (see :mod:`graphcheck.config`); the options below win over
+its ``device``. A device setting never moves a marked test's captures: they stay where the
+test makes them, as ``graphcheck run`` leaves a program's (the marker's own ``device=``
+runs the body under ``wp.ScopedDevice``).
 
 Options (on the command line, or as the ini key in brackets; the command line wins):
 
 ``--graphcheck-device DEVICE`` [``graphcheck_device``]
-    The fixture's default capture device (default: Warp's default device).
+    The fixture's default capture device (default: ``device`` in ``[tool.graphcheck]``, else
+    Warp's default device). A device this machine lacks fails the test that uses it, in one
+    line naming where the device came from.
 ``--graphcheck-report PATH`` [``graphcheck_report``]
     Write every validation of the session to PATH as JSON: the test's node id, where the
     validation came from and the report. A relative ini path is taken from the ini file's
@@ -449,8 +454,8 @@ class GraphcheckFixture:
     """What the ``graphcheck`` fixture gives a test: validation with the session's settings.
 
     Attributes:
-        device: the default capture device (``--graphcheck-device``, or the marker's
-            ``device``; None: Warp's default device).
+        device: the default capture device (the marker's ``device``, ``--graphcheck-device``
+            or ``device`` in ``[tool.graphcheck]``; None: Warp's default device).
         reports: every report this fixture's validations and guards produced, in order.
     """
 
@@ -608,8 +613,9 @@ def graphcheck(request: pytest.FixtureRequest) -> GraphcheckFixture:
     """Validate capture sites: ``graphcheck.validate(sim.step)``, ``with graphcheck.guard(...)``,
     ``graphcheck.verify_replay(Simulator)``, ``graphcheck.check_producer(Simulator)``.
 
-    The default device is the marker's ``device``, else ``--graphcheck-device``, else
-    Warp's default device. Reports with findings appear in the test's report.
+    The default device is the marker's ``device``, else ``--graphcheck-device`` (or the ini's
+    ``graphcheck_device``), else ``device`` in ``[tool.graphcheck]``, else Warp's default
+    device. Reports with findings appear in the test's report.
     """
     item = request.node
     marker = item.get_closest_marker("graphcheck")

@@ -72,3 +72,9 @@ def test_explain_takes_any_case_and_suggests_every_near_miss(tmp_path, given, sa
         assert page.returncode == 0 and page.stdout.startswith("# scalar-drift\n"), page.stderr
     result = graphcheck("explain", given, cwd=tmp_path)
     assert result.returncode == 2 and said in result.stderr, result.stderr
+
+
+def test_explain_lists_the_kinds_in_any_case():
+    from graphcheck.explain import explain
+
+    assert explain("LIST") == explain("list") and explain("List").startswith("scalar-drift ")

@@ -43,7 +43,9 @@ def test_the_readme_run_sample_catches_the_planted_counter_with_reference_call_o
     command = ["run", "--reference-call", "examples/frame_counter.py", "--device", "cpu"]
     compared = graphcheck_env(*command, env={"NO_COLOR": "1"})
     assert compared.returncode == 1, compared.stdout + compared.stderr
-    assert readme_sample("<!-- README-RUN-SAMPLE") == compared.stdout.strip(), (
+    # As a terminal shows it: graphcheck's line on stderr first (before the program runs), then stdout.
+    said = [line for line in compared.stderr.splitlines() if line.startswith("graphcheck: ")]
+    assert readme_sample("<!-- README-RUN-SAMPLE") == "\n".join([*said, compared.stdout.strip()]), (
         "update the README's run sample from `graphcheck run --reference-call examples/frame_counter.py --device cpu`"
     )
     plain = graphcheck_env("run", "examples/frame_counter.py", "--device", "cpu", env={"NO_COLOR": "1"})

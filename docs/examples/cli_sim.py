@@ -7,6 +7,8 @@
 import numpy as np
 import warp as wp
 
+wp.config.log_level = wp.LOG_WARNING  # no start-up banner
+
 N = 64
 
 

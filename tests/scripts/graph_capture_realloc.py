@@ -9,7 +9,7 @@ must report a ``stale-pointer``.
 import warp as wp
 from warp.examples.core.example_graph_capture import Example
 
-wp.config.quiet = True
+wp.config.log_level = wp.LOG_WARNING  # no start-up banner
 
 with wp.ScopedDevice("cpu"):
     example = Example()
