@@ -10,9 +10,9 @@ else that frame's variables.
 
 With ``reference_call=True`` a capture block made only of calls (``sim.step()``), or of
 names assigned a call's value (``obs = env.step()``), runs once more eagerly right after it
-is captured, and the capture is compared with that eager
-call, so drift is found too. The graph the program keeps is its own capture, made from the
-state the program left for it; the program then takes one extra step per capture.
+is captured, and the capture is compared with that eager call, so drift is found too. The
+graph the program keeps is its own capture, made from the state the program left for it;
+the program then takes one extra step per capture.
 
 ``graphcheck run SCRIPT`` and the pytest marker ``@pytest.mark.graphcheck`` use it.
 """
@@ -211,9 +211,9 @@ class AutoGuard:
             (``replay_check`` is ``"always"``), and each capture's ``stream``,
             ``force_module_load`` and ``capture_mode`` are its own.
         reference_call: run each capture block made of plain calls (or of names assigned a
-            call's value) once more eagerly
-            right after it is captured, and compare the capture with that call (one extra
-            step of the program per capture; the graph stays the program's own capture).
+            call's value) once more eagerly right after it is captured, and compare the
+            capture with that call (one extra step of the program per capture; the graph
+            stays the program's own capture).
         keep_graphs: keep every capture's :class:`~graphcheck.CheckedGraph` in
             :attr:`graphs` (for pictures; it keeps the graphs alive).
         to_compare: how the front end turns the comparison on, as the closing line and the
