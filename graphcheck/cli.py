@@ -89,16 +89,18 @@ def _width(stream: TextIO) -> int | None:
     return None
 
 
+def _allow(kind: str, kernel: str | None, arg: str | None) -> str:
+    return "--allow " + ":".join([kind, kernel or "", arg or ""]).rstrip(":")
+
+
 def allow_option(finding: Any) -> str:
     """The ``--allow KIND[:KERNEL[:ARG]]`` that accepts ``finding`` on the command line."""
-    kernel, arg = finding.accepted()
-    spec = ":".join([finding.kind, kernel or "", arg or ""]).rstrip(":")
-    return f"--allow {spec}"
+    return _allow(finding.kind, *finding.accepted())
 
 
 def allow_spec(allow: Any) -> str:
     """An :class:`~graphcheck.Allow` as the ``--allow KIND[:KERNEL[:ARG]]`` that gives it."""
-    return "--allow " + ":".join([allow.kind, allow.kernel or "", allow.arg or ""]).rstrip(":")
+    return _allow(allow.kind, allow.kernel, allow.arg)
 
 
 def render(
