@@ -324,6 +324,12 @@ def comment_allowances(capture: Site | None, launches: Iterable[Site | None]) ->
         for kind in comment.kinds:
             if kind_named(kind) is not None:
                 allow.append(Allow(kind, at=at, comment=site))
+            elif ":" in kind and kind_named(kind.split(":")[0]) is not None:
+                notes.append(
+                    f"the comment `{comment.text}` at {site.short}: a comment names kinds only, and allows them on "
+                    f"its own statement (write `# graphcheck: allow[{kind.split(':')[0]}]` on the launch; --allow "
+                    "KIND:KERNEL:ARG and gc.Allow(kind, kernel=, arg=) name a kernel and an argument)"
+                )
             else:
                 notes.append(f"the comment `{comment.text}` at {site.short}: {unknown_kind(kind)}")
     return tuple(dict.fromkeys(allow)), notes

@@ -70,6 +70,14 @@ def test_a_misspelt_kind_in_a_comment_is_a_note_with_the_nearest_kind(cpu):
     assert note.endswith("unknown finding kind 'scaler-drift' (did you mean 'scalar-drift'?)")
 
 
+def test_a_comment_naming_a_kernel_and_argument_says_comments_name_kinds_only(cpu):
+    sim = TwoCounters()
+    report = gc.capture(sim.step, owners=(sim,), on_failure="ignore").report  # graphcheck: allow[scalar-drift:k:t]
+    (note,) = [n for n in report.notes if "comment" in n]
+    assert "a comment names kinds only, and allows them on its own statement (write `# graphcheck: " \
+        "allow[scalar-drift]` on the launch;" in note, note
+
+
 def test_a_comment_on_a_guarded_scoped_capture_line_counts_too(cpu):
     from graphcheck.autoguard import AutoGuard
 
