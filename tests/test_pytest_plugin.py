@@ -279,8 +279,14 @@ def test_marker_guards_every_capture_of_the_test(inner: pytest.Pytester):
     assert sorted(by_test) == [
         "test_allowed_kind_passes",
         "test_marker_device_is_the_default_device",
+        "test_own_exception_propagates",
         "test_per_call_allocation_fails",
         "test_safe_capture_passes",
+    ]
+    # A capture whose block raised is kept, as checking nothing.
+    (raised,) = by_test["test_own_exception_propagates"]
+    assert raised["status"] == "not-checked" and raised["skipped"] == [
+        {"check": "all checks", "reason": "the guarded block raised KeyError: nothing was checked"}
     ]
     (allowed,) = by_test["test_allowed_kind_passes"]
     assert allowed["status"] == "partial", "no reference call: compare did not run"
