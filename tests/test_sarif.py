@@ -81,7 +81,8 @@ def test_an_allowed_finding_is_a_suppressed_result(factories, tmp_path):
 
 
 def test_run_s_sarif_keeps_out_of_the_program_s_output_and_says_what_was_not_checked(factories):
-    program = "import warp as wp\nwp.config.log_level = wp.LOG_WARNING\nfrom myfactories import unsafe\nsim = unsafe()\nsim.step()\n"
+    program = "import warp as wp\nwp.config.log_level = wp.LOG_WARNING\n"  # no start-up banner: the program's call
+    program += "from myfactories import unsafe\nsim = unsafe()\nsim.step()\n"
     program += "with wp.ScopedCapture(device='cpu'):\n    sim.step()\nprint('the program ran')\n"
     (factories / "prog.py").write_text(program)
     result = graphcheck("run", "--output-format", "sarif", "--output", "gc.sarif", "prog.py", cwd=factories)
