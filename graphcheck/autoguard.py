@@ -31,6 +31,7 @@ from typing import Any
 
 from . import _warp
 from .checked import CheckedGraph, observe_replays
+from .checks.capture_errors import user_site
 from .findings import NOT_APPLICABLE, Allow, Finding, Report, allowances, unused_line
 from .guard import GraphGuard, InferredOwners, checking_enabled, observe, opening_capture
 from .options import CaptureOptions
@@ -160,7 +161,7 @@ class _ComparedAfter(GraphGuard):
             with trace:
                 self._after()
         except Exception as error:
-            site = _user_site_of(error)
+            site = user_site(error.__traceback__)
             where = f" at {site.short}" if site is not None else ""
             first = str(error).strip().splitlines()[0] if str(error).strip() else ""
             self.after_failed = f"the eager call after the capture raised {type(error).__name__}{where}" + (
@@ -170,16 +171,6 @@ class _ComparedAfter(GraphGuard):
         finally:
             self.eager_calls += 1
         return trace
-
-
-def _user_site_of(error: BaseException) -> Site | None:
-    """The last of the user's lines in ``error``'s traceback."""
-    site, tb = None, error.__traceback__
-    while tb is not None:
-        if _warp.code_kind(tb.tb_frame.f_code) is CodeKind.USER:
-            site = site_of(tb.tb_frame.f_code, tb.tb_lasti)
-        tb = tb.tb_next
-    return site
 
 
 def _both_readings(finding: Finding, validate_step: str) -> Finding:

@@ -18,7 +18,8 @@ from typing import Any
 from . import _warp, checks, crosscheck
 from ._owners_probe import OwnersProbe, Unsupported
 from ._warnings import GraphCheckWarning, user_stacklevel
-from .buffers import BufferSet, arrays_of, buffers_of, holders_of
+from .buffer_set import BufferSet
+from .buffers import arrays_of, buffers_of, holders_of
 from .fallback import Fallback, check_fallback
 from .findings import Finding, Report, act
 from .graph import GraphMatch

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from .params import Address, ArrayRef, canonical, values_equal
 
 if TYPE_CHECKING:
-    from .buffers import BufferSet
+    from .buffer_set import BufferSet
     from .operations import Allocation, LaunchRecord
     from .record import LaunchTrace
 

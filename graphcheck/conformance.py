@@ -24,7 +24,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import checks
-from .buffers import BufferSet, arrays_of, buffers_of
+from .buffer_set import BufferSet
+from .buffers import arrays_of, buffers_of
 from .findings import Finding, Report, act, check_on_failure, make_finding
 from .operations import LaunchRecord
 from .record import LaunchTrace, trace_launches

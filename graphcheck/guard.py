@@ -28,7 +28,7 @@ from typing import Any
 from . import _capturing, _warp, checks, crosscheck, settling, validated_sites
 from ._capturing import observe, opening_capture
 from ._words import article
-from .buffers import BufferSet
+from .buffer_set import BufferSet
 from .checked import CheckedGraph, owned_buffers
 from .checks import between_calls, cuda_rules, escaped_work, foreign_buffers, made_per_call, overloads, undecodable
 from .checks.capture_errors import user_site

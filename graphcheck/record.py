@@ -26,7 +26,7 @@ from typing import Any, overload
 
 from . import _session
 from ._words import article
-from .buffers import BufferSet, reach_index
+from .buffer_set import BufferSet, reach_index
 from .compare import Difference, compare_traces, topology_keys
 from .operations import Allocation, HostSync, LaunchRecord, ended
 from .params import Address

@@ -24,7 +24,7 @@ from .operations import COMMAND_LAUNCH, Baked, BakedValue, LaunchRecord
 from .params import ParamKind, ParamSpec
 
 if TYPE_CHECKING:
-    from .buffers import BufferSet
+    from .buffer_set import BufferSet
     from .graph import GraphMatch
     from .record import LaunchTrace
 

@@ -29,7 +29,7 @@ from .findings import Allow, Finding, Report, comment_allowances
 from .record import LaunchTrace
 
 if TYPE_CHECKING:
-    from .buffers import BufferSet
+    from .buffer_set import BufferSet
     from .graph import GraphMatch
     from .options import CaptureOptions
     from .site import Site

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .checked import owned_buffers
 
 if TYPE_CHECKING:
-    from .buffers import BufferSet
+    from .buffer_set import BufferSet
     from .checked import CheckedGraph
 
 __all__ = ["NOTE", "SiteKey", "Validated", "forget", "holds_same_buffers", "lookup", "remember", "site_key"]

@@ -24,7 +24,7 @@ from .vocabulary import REFERENCE_CALL, VALIDATED_BEFORE, Outcome
 from .warp_pools import without_warp_scratch
 
 if TYPE_CHECKING:
-    from ..buffers import BufferSet
+    from ..buffer_set import BufferSet
     from ..record import LaunchTrace
 
 __all__ = ["COMPARED_KINDS", "check", "drift", "first_call_fix", "first_call_shaped"]

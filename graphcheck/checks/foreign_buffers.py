@@ -12,7 +12,7 @@ from .vocabulary import Outcome
 from .warp_pools import held_by_warp, held_for_the_process
 
 if TYPE_CHECKING:
-    from ..buffers import BufferSet
+    from ..buffer_set import BufferSet
     from ..operations import Allocation, LaunchRecord
     from ..record import LaunchTrace
 

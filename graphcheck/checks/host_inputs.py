@@ -13,7 +13,7 @@ from ..params import ArrayRef
 from ..site import Site
 
 if TYPE_CHECKING:
-    from ..buffers import BufferSet
+    from ..buffer_set import BufferSet
     from ..operations import LaunchRecord
     from ..record import LaunchTrace
 

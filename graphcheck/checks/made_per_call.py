@@ -11,7 +11,7 @@ from ..params import Address
 from .vocabulary import Outcome
 
 if TYPE_CHECKING:
-    from ..buffers import BufferSet
+    from ..buffer_set import BufferSet
     from ..operations import Allocation, LaunchRecord
     from ..record import LaunchTrace
 

@@ -13,7 +13,7 @@ from ..findings import Finding, make_finding
 from ..params import ArrayRef, decode, launch_dim
 
 if TYPE_CHECKING:
-    from ..buffers import BufferSet
+    from ..buffer_set import BufferSet
     from ..operations import Baked, BakedValue
 
 __all__ = ["stale_pointers", "stale_values"]

@@ -10,7 +10,7 @@ from .. import _warp
 from ..params import ArrayRef
 
 if TYPE_CHECKING:
-    from ..buffers import BufferSet
+    from ..buffer_set import BufferSet
     from ..compare import Difference
     from ..operations import LaunchRecord
     from ..record import LaunchTrace

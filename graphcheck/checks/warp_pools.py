@@ -12,7 +12,7 @@ from ..compare import Difference, reused
 from ..params import ArrayRef
 
 if TYPE_CHECKING:
-    from ..buffers import BufferSet
+    from ..buffer_set import BufferSet
     from ..findings import Finding
     from ..operations import Allocation
     from ..record import LaunchTrace
