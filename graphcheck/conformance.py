@@ -3,7 +3,9 @@
 :func:`check_producer` runs four checks on producers ``make`` builds and gives one report:
 
 1. static topology: ``calls`` consecutive calls of one producer issue the same operations
-   (temporaries the call allocates are matched between calls, as the comparison does);
+   (temporaries the call allocates are matched between calls, as the comparison does); a
+   difference only the first call has is settled by later calls as :func:`graphcheck.capture`
+   settles it (:mod:`graphcheck.settling`);
 2. disjoint buffers: two producers built alike use no buffer in common (``shared-buffer``,
    naming where each holds it: a module-level cache, a class attribute, a default argument);
 3. the capture and replay checks of :func:`graphcheck.capture`;
@@ -23,7 +25,7 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from . import checks
+from . import checks, settling
 from .buffer_set import BufferSet
 from .buffers import arrays_of, buffers_of
 from .findings import Finding, Report, act, check_on_failure, make_finding
@@ -44,7 +46,12 @@ def check_producer(
     """Check that the producers ``make`` builds can have their step captured and replayed.
 
     1. Static topology: one producer's ``calls`` consecutive calls each issue the operations
-       the first did (the drift kinds: ``launch-sequence-drift``, ``scalar-drift``...).
+       the first did (the drift kinds: ``launch-sequence-drift``, ``scalar-drift``...). When
+       calls 1 and 2 differ, calls 3 and 4 are compared, and call 2 with each call from the
+       fourth on (the step is called up to twice more when ``calls`` is below 4, said in a
+       note): a difference only the first call has (a warm start, lazy set-up, a first swap)
+       is settled with a note, as :func:`graphcheck.capture` settles it; drift that
+       continues stays reported.
     2. Disjoint buffers: two producers built alike, one call each, use no buffer in common;
        else ``shared-buffer``, naming the buffer and where each producer holds it.
     3. The capture and replay checks (:func:`graphcheck.capture`, ``check_replay``).
@@ -91,9 +98,7 @@ def _check(make: Callable[..., Any], calls: int, device: str, method: str) -> Re
         with trace_launches() as trace:
             first_step()
         traces.append(trace)
-    topology = []
-    for number, later in enumerate(traces[1:], start=2):
-        topology += [_between_calls(f, number) for f in checks.drift(traces[0], later, owned)]
+    topology, settled = _topology(first_step, traces, owned)
     second = build(make, device)
     second_step = step_of(second, method, make)
     with trace_launches() as other:
@@ -110,7 +115,7 @@ def _check(make: Callable[..., Any], calls: int, device: str, method: str) -> Re
     ]
     diverged = rest.of_kind("replay-divergence")
     findings = shared + _one_per_cause(topology + structural)
-    notes = list(rest.notes)
+    notes = [*settled, *rest.notes]
     if diverged and findings:
         notes.append(
             "the replay diverged too, as the findings above predict: "
@@ -142,20 +147,75 @@ def _one_per_cause(findings: list[Finding]) -> list[Finding]:
     return out
 
 
+def _topology(
+    step: Callable[[], Any], traces: list[LaunchTrace], owned: BufferSet | None
+) -> tuple[list[Finding], list[str]]:
+    """The drift between call 1 and each later call, settled as :func:`graphcheck.capture` settles
+    a capture unlike its reference call (:mod:`graphcheck.settling`): when calls 1 and 2 differ,
+    calls 3 and 4 are compared as they were, and call 2 with every call from the fourth on (the
+    step is called again until there are four calls). A difference only the first call has is
+    gone from them: a note; one that continues stays reported (``traces`` gains the extra calls).
+
+    Returns:
+        The findings, and the note on the later calls (none when calls 1 and 2 are alike).
+    """
+    topology = []
+    for number, later in enumerate(traces[1:], start=2):
+        topology += [_between_calls(f, 1, number) for f in checks.drift(traces[0], later, owned)]
+    first = [f for f in topology if f.detail["calls"] == (1, 2)]
+    if not settling.compared_differences(first):
+        return topology, []
+    made = len(traces)
+    while len(traces) < 4:
+        with trace_launches() as trace:
+            step()
+        traces.append(trace)
+    later = [_between_calls(f, 3, 4) for f in checks.drift(traces[2], traces[3], owned)]
+    again = [
+        _between_calls(f, 2, number)
+        for number, trace in enumerate(traces[3:], start=4)
+        for f in checks.drift(traces[1], trace, owned)
+    ]
+    words = _kit_calls(made, len(traces) - made)
+    note = settling.settling_note(first, later, unlike_first=bool(again), own_block=False, calls=words)
+    if settling.compared_differences([*later, *again]):
+        return topology + settling.same_causes_once(topology, [*later, *again]), [note]
+    return [f for f in topology if f not in settling.compared_differences(topology)], [note]
+
+
+def _kit_calls(made: int, extra: int) -> settling.LaterCalls:
+    """The words of the kit's later calls: ``made`` calls asked for (``calls=``), ``extra`` more taken."""
+    taken = (
+        f"{extra} extra step{'s' if extra != 1 else ''} after the calls={made}"
+        if extra
+        else f"no extra step: calls={made}"
+    )
+    return settling.LaterCalls(
+        compared="calls 1 and 2 differed",
+        steps=f"graphcheck compared calls 3 and 4, and call 2 with each call from the fourth on ({taken})",
+        later="calls 3 and 4",
+        first="call 2",
+        new="a later call",
+        all_three=f"calls 2 to {made + extra}",
+        instead="the capture check settles its reference call alike",
+        otherwise="graphcheck.capture with warmup=0 reports the difference instead",
+    )
+
+
 # Words of the capture comparison's findings, and what they mean between two calls.
 _WORDING = (
-    (re.compile(r"the reference call"), "call 1"),
-    (re.compile(r"the captured call"), "call {n}"),
-    (re.compile(r" captured\b"), " in call {n}"),
+    (re.compile(r"the reference call"), "call {a}"),
+    (re.compile(r"the captured call"), "call {b}"),
+    (re.compile(r" captured\b"), " in call {b}"),
 )
 
 
-def _between_calls(finding: Finding, number: int) -> Finding:
-    """A drift finding of the capture comparison, reworded for call 1 against call ``number``."""
+def _between_calls(finding: Finding, a: int, b: int) -> Finding:
+    """A drift finding of the capture comparison, reworded for call ``a`` against call ``b``."""
     message = finding.message
     for pattern, words in _WORDING:
-        message = pattern.sub(words.format(n=number), message)
-    return dataclasses.replace(finding, message=message, detail={**finding.detail, "calls": (1, number)})
+        message = pattern.sub(words.format(a=a, b=b), message)
+    return dataclasses.replace(finding, message=message, detail={**finding.detail, "calls": (a, b)})
 
 
 # -- shared buffers -------------------------------------------------------------------------

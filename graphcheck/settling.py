@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     from .site import Site
 
 __all__ = [
-    "FirstCapture", "capture_again", "compared_differences", "needs_later_calls", "no_later_calls",
-    "same_causes_once", "settle", "settling_note",
+    "FirstCapture", "LaterCalls", "capture_again", "capture_calls", "compared_differences", "needs_later_calls",
+    "no_later_calls", "same_causes_once", "settle", "settling_note",
 ]  # fmt: skip
 
 #: True while ``fallback="recapture"`` captures again: that capture's reference call is the
@@ -173,26 +173,73 @@ def _difference_text(finding: Finding) -> str:
     return f"a {finding.kind} of {kernel}{'' if not finding.arg else f' {finding.arg!r}'}"
 
 
-def settling_note(first: Sequence[Finding], later: Sequence[Finding], *, unlike_first: bool, own_block: bool) -> str:
+@dataclass(frozen=True)
+class LaterCalls:
+    """The calls a settling note names, in its words.
+
+    Attributes:
+        compared: the first two calls' difference (``the reference call differed from the capture``).
+        steps: what graphcheck did to take the later calls, with how many extra steps.
+        later: the later pair compared as the first two were (``that eager call and the new capture``).
+        first: the second call, compared again with the latest (``the first capture``).
+        new: the latest call (``the new one``).
+        all_three: the later calls together (``that eager call, the new capture and the first capture``).
+        instead: how the user asks for a warm-up call instead.
+        otherwise: how the user asks for the difference to be reported instead.
+    """
+
+    compared: str
+    steps: str
+    later: str
+    first: str
+    new: str
+    all_three: str
+    instead: str
+    otherwise: str
+
+
+def capture_calls(returned: str) -> LaterCalls:
+    """The words of a capture's later calls (:func:`capture_again`); ``returned`` names the graph handed back."""
+    return LaterCalls(
+        compared="the reference call differed from the capture",
+        steps=(
+            "graphcheck replayed the capture once, called the step once more eagerly and captured it again (two "
+            f"extra steps; the graph returned is {returned})"
+        ),
+        later="that eager call and the new capture",
+        first="the first capture",
+        new="the new one",
+        all_three="that eager call, the new capture and the first capture",
+        instead="warmup=1 makes one warm-up call before the reference call instead",
+        otherwise="warmup=0 reports the difference instead",
+    )
+
+
+def settling_note(
+    first: Sequence[Finding],
+    later: Sequence[Finding],
+    *,
+    unlike_first: bool,
+    own_block: bool,
+    calls: LaterCalls | None = None,
+) -> str:
     """What the later calls showed, for the report's notes.
 
     Args:
-        first: the first capture's findings (compared with the reference call).
-        later: the differences between the later eager call and the new capture.
-        unlike_first: whether the first capture differs from the new capture.
+        first: the first two calls' differences (the first capture's findings, compared
+            with the reference call).
+        later: the differences between the later pair (the later eager call and the new capture).
+        unlike_first: whether the second call (the first capture) differs from the latest
+            (the new capture).
         own_block: whether the first capture is a user's guarded block (the graph returned
             when it differs from the new capture of its ``reference=``).
+        calls: the calls' words (None: a capture's, :func:`capture_calls`).
     """
-    returned = "the guarded block's own capture" if own_block and unlike_first else "the new capture"
-    steps = (
-        "graphcheck replayed the capture once, called the step once more eagerly and captured it again (two extra "
-        f"steps; the graph returned is {returned})"
-    )
+    if calls is None:
+        calls = capture_calls("the guarded block's own capture" if own_block and unlike_first else "the new capture")
+    steps = calls.steps
     if later:
-        return (
-            f"{steps}: that eager call and the new capture differ too, so the difference is not work only the first "
-            "call does"
-        )
+        return f"{steps}: {calls.later} differ too, so the difference is not work only the first call does"
     if unlike_first and own_block:
         return (
             f"{steps}; the guarded block's own capture differs from that new capture of reference= (a guarded block "
@@ -200,18 +247,16 @@ def settling_note(first: Sequence[Finding], later: Sequence[Finding], *, unlike_
         )
     if unlike_first:
         return (
-            f"{steps}: that eager call and the new capture matched, but the first capture differs from the new one, "
-            "so the difference is not the first call's alone (over four calls, work on the second call only looks "
-            "like work every third call)"
+            f"{steps}: {calls.later} matched, but {calls.first} differs from {calls.new}, so the difference is not "
+            "the first call's alone (over four calls, work on the second call only looks like work every third call)"
         )
     differences = compared_differences(first)
     said = "; ".join(_difference_text(f) for f in differences[:3])
     if len(differences) > 3:
         said += f"; and {len(differences) - 3} more"
     return (
-        f"the reference call differed from the capture ({said}), as when the first call differs from later ones "
-        f"(set-up, a warm start, a first step size): {steps}, and that eager call, the new capture and the first "
-        "capture matched; this verdict compares them (warmup=1 makes one warm-up call before the reference call "
-        "instead). Work the step does every few calls, first on the first call (a rebuild every 10 steps counted "
-        "from 0), can look the same, and the graph never does it: warmup=0 reports the difference instead"
+        f"{calls.compared} ({said}), as when the first call differs from later ones (set-up, a warm start, a first "
+        f"step size): {steps}, and {calls.all_three} matched; this verdict compares them ({calls.instead}). Work the "
+        "step does every few calls, first on the first call (a rebuild every 10 steps counted from 0), can look the "
+        f"same, and the graph never does it: {calls.otherwise}"
     )

@@ -319,3 +319,34 @@ def test_drift_that_begins_after_the_captured_call_is_seen_only_by_stepping_long
     assert gc.verify_replay(StepSizeCut, steps=3, device=DEVICE).ok  # not reached yet
     report = gc.verify_replay(StepSizeCut, steps=8, device=DEVICE, on_failure="ignore")
     assert "replay-divergence" in report.kinds(), str(report)  # the remedy: step past it
+
+
+# -- the conformance kit settles alike -------------------------------------------------------
+
+
+@pytest.mark.parametrize("calls", [2, 3, 5])
+@pytest.mark.parametrize("cls", list(KINDS), ids=lambda c: c.__name__)
+def test_the_conformance_kit_settles_a_first_call_difference_as_capture_does(cls, calls):
+    report = gc.check_producer(_twin(cls, "first"), calls=calls, device=DEVICE, on_failure="ignore")
+    assert report.ok, str(report)
+    extra = max(4 - calls, 0)
+    (note,) = [n for n in report.notes if "calls 1 and 2 differed" in n]
+    assert KINDS[cls] in note and "matched" in note, note
+    assert (f"{extra} extra step" in note) if extra else ("no extra step" in note), note
+
+
+@pytest.mark.parametrize("cls", list(KINDS), ids=lambda c: c.__name__)
+def test_the_conformance_kit_still_reports_a_difference_on_every_other_call(cls):
+    report = gc.check_producer(_twin(cls, "every_other"), calls=3, device=DEVICE, on_failure="ignore")
+    assert KINDS[cls] in report.kinds(), str(report)
+    assert any("differ too" in n for n in report.notes), str(report)
+
+
+def test_the_conformance_kit_reports_work_on_the_second_call_only():
+    def make(device=DEVICE):
+        producer = _twin(Scalar, "first")(device)
+        producer.calls = -1  # the special value falls on the second call
+        return producer
+
+    report = gc.check_producer(make, calls=3, device=DEVICE, on_failure="ignore")
+    assert "scalar-drift" in report.kinds(), str(report)
