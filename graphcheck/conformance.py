@@ -160,16 +160,16 @@ def _topology(
         The findings, and the note on the later calls (none when calls 1 and 2 are alike).
     """
     topology = []
-    for number, later in enumerate(traces[1:], start=2):
-        topology += [_between_calls(f, 1, number) for f in checks.drift(traces[0], later, owned)]
+    for number, trace in enumerate(traces[1:], start=2):
+        topology += [_between_calls(f, 1, number) for f in checks.drift(traces[0], trace, owned)]
     first = [f for f in topology if f.detail["calls"] == (1, 2)]
     if not settling.compared_differences(first):
         return topology, []
     made = len(traces)
     while len(traces) < 4:
-        with trace_launches() as trace:
+        with trace_launches() as more:
             step()
-        traces.append(trace)
+        traces.append(more)
     later = [_between_calls(f, 3, 4) for f in checks.drift(traces[2], traces[3], owned)]
     again = [
         _between_calls(f, 2, number)
