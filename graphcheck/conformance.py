@@ -30,8 +30,9 @@ from .buffer_set import BufferSet
 from .buffers import arrays_of, buffers_of
 from .findings import Finding, Report, act, check_on_failure, make_finding
 from .operations import LaunchRecord
+from .options import check_count, check_method
 from .record import LaunchTrace, trace_launches
-from .values import build, check_arguments, check_values, not_checked, resolve_device, step_of
+from .values import build, check_values, not_checked, resolve_device, step_of
 
 __all__ = ["check_producer"]
 
@@ -78,9 +79,8 @@ def check_producer(
     """
     __tracebackhide__ = True
     check_on_failure(on_failure)
-    check_arguments(calls=calls)
-    if calls < 2:
-        raise ValueError(f"calls must be at least 2 to compare calls with the first, got {calls}")
+    check_count("calls", calls, 2, "later calls are compared with the first")
+    check_method(method)
     device = resolve_device(device)
     report = not_checked(make, method, device)
     if report is None:

@@ -28,9 +28,12 @@ __all__ = [
     "FALLBACKS",
     "REPLAY_CHECKS",
     "CaptureOptions",
+    "check_count",
     "check_fallback",
+    "check_method",
     "check_option_names",
     "check_stream",
+    "check_tolerance",
     "check_warmup",
 ]
 
@@ -53,6 +56,29 @@ def check_warmup(warmup: Any) -> int | None:
             f"reference call) or a number of eager calls >= 0 before the reference call, got {warmup!r}"
         )
     return warmup
+
+
+def check_count(name: str, value: Any, least: int, why: str = "") -> int:
+    """``value`` itself when it is an integer (not a bool) >= ``least``, else a one-line
+    ValueError naming ``name``, ``why`` that least and the value given."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        because = f" ({why})" if why else ""
+        raise ValueError(f"{name} must be an integer >= {least}{because}, got {value!r}")
+    return value
+
+
+def check_tolerance(name: str, value: Any) -> float:
+    """``value`` itself when it is a number (not a bool) >= 0, else a one-line ValueError naming it."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0:
+        raise ValueError(f"{name} must be a number >= 0, got {value!r}")
+    return value
+
+
+def check_method(method: Any) -> str:
+    """``method`` itself when it is a non-empty str, else a one-line TypeError naming it."""
+    if not isinstance(method, str) or not method:
+        raise TypeError(f"method must be the name of the producer's step method (a str, like 'step'), got {method!r}")
+    return method
 
 
 def check_stream(stream: Any) -> Any:

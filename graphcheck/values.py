@@ -29,6 +29,7 @@ from .buffers import arrays_of
 from .config import DISABLED, disabled_by_environment
 from .findings import Finding, Report, act, check_on_failure, make_finding
 from .guard import capture, check_device
+from .options import check_count, check_method, check_tolerance
 from .site import Site
 
 __all__ = ["verify_replay"]
@@ -309,26 +310,34 @@ def check_values(make: Callable[..., Any], steps: int, device: str, method: str,
         note = "the capture failed: there is no graph to replay, so the value check did not run"
         return structural.merged(Report(name=structural.name, device=device, notes=[note]))
     replay = checked.check_replay(on_failure="ignore")
-    for _ in range(max(checked.eager_calls, 1)):  # the reference call, and any warm-up or retry call
+    eager_steps = max(checked.eager_calls, 1)  # the reference call, and any warm-up or retry call
+    for _ in range(eager_steps):
         eager_step()
     first = twins.divergences()
     site = site_of_step(replayed_step)
     done = 1
+    notes = []
     if first and not structural.findings:
         # The capture's own call may have rebound a buffer the producer keeps to one only the
         # first replay fills (a clone kept on the producer): look again after that replay.
         eager_step()
         checked.launch()
+        eager_steps += 1
         done, first = 2, twins.divergences()
     if first and not structural.findings:
-        # Both producers stepped alike and the capture changed nothing it could see
-        # (unlike buffers swapped in Python by the capture's own call): the step is not deterministic.
-        found = first[0]
-        raise ValueError(
-            f"two producers make() built differ after one eager step each: {found.path} element "
-            f"{list(found.index or ())} is {found.eager!r} in one and {found.replayed!r} in the other; the value check "
-            f"needs make() and the step to be deterministic (seed random numbers, do not read clocks; for atomics on "
-            f"CUDA, pass atol= and rtol=)"
+        # No structural finding explains it: the step itself is not deterministic only when two
+        # more producers, stepped eagerly alike, differ too; else the difference is the replay's.
+        unlike = eager_twins_differ(make, device, method, eager_steps, atol, rtol)
+        if unlike is not None:
+            raise ValueError(
+                f"two producers make() built differ after {eager_steps} eager step{'s' if eager_steps != 1 else ''} "
+                f"each: {unlike.path} element {list(unlike.index or ())} is {unlike.eager!r} in one and "
+                f"{unlike.replayed!r} in the other; the value check needs make() and the step to be deterministic "
+                f"(seed random numbers, do not read clocks; for atomics on CUDA, pass atol= and rtol=)"
+            )
+        notes.append(
+            f"the replayed producer differed from the eager one with no structural finding to explain it; two more "
+            f"producers stepped eagerly {eager_steps} times each agree, so the difference is the replay's"
         )
     diverged = first
     while not diverged and done < steps:
@@ -337,13 +346,29 @@ def check_values(make: Callable[..., Any], steps: int, device: str, method: str,
         done += 1
         diverged = twins.divergences()
     findings = [divergence_finding(d, done, site) for d in diverged]
-    notes = [note for note in [twins.note()] if note]
+    notes += [note for note in [twins.note()] if note]
     if diverged and done < steps:
         notes.append(f"stopped after step {done} of {steps}: later steps compound the first divergence")
     values = Report(
         findings, name=structural.name, device=device, operations=structural.operations, checks=["values"], notes=notes
     )
     return structural.merged(replay).merged(values)
+
+
+def eager_twins_differ(
+    make: Callable[..., Any], device: str, method: str, steps: int, atol: float, rtol: float
+) -> Divergence | None:
+    """Where two more producers ``make`` builds differ after ``steps`` eager steps each (None
+    when they agree): whether the step itself is deterministic, asked only when a replayed
+    producer differs from its eager twin and no structural finding says why."""
+    one, other = build(make, device), build(make, device)
+    twins = Twins(one, other, atol, rtol)
+    one_step, other_step = step_of(one, method, make), step_of(other, method, make)
+    for _ in range(steps):
+        one_step()
+        other_step()
+    found = twins.divergences()
+    return found[0] if found else None
 
 
 def verify_replay(
@@ -365,6 +390,11 @@ def verify_replay(
     (``producer.state.x``), with the first differing element, both values and the largest
     difference. The capture's structural findings are in the same report.
 
+    A difference right after the capture that no structural finding explains is the
+    replay's (a ``replay-divergence``) unless two more producers, built and stepped eagerly
+    as many times, differ from each other too: then the step is not deterministic and a
+    ValueError says so.
+
     Args:
         make: builds a fresh producer (a class or a factory), called with ``device=``
             when it takes one; it may also return the step callable itself.
@@ -381,31 +411,19 @@ def verify_replay(
 
     Raises:
         GraphCheckError: with ``on_failure="raise"``, when the replay diverges or the capture has findings.
-        ValueError: for ``steps < 2``, a negative tolerance, or a ``make`` whose producers differ
-            after one eager step each.
-        TypeError: when ``make`` is not callable or the producer has no ``method``.
+        ValueError: for ``steps`` not an integer >= 2, a tolerance not a number >= 0, or a
+            ``make`` whose producers, stepped eagerly alike, differ (a step that is not deterministic).
+        TypeError: when ``make`` is not callable, ``method`` is not a name, or the producer has no ``method``.
     """
     __tracebackhide__ = True
     check_on_failure(on_failure)
-    check_arguments(steps=steps, atol=atol, rtol=rtol)
-    if steps < 2:
-        raise ValueError(
-            f"steps must be at least 2: step 1 is the captured producer's reference call, replays start at "
-            f"step 2; got {steps}"
-        )
+    check_count("steps", steps, 2, "step 1 is the captured producer's reference call, replays start at step 2")
+    check_tolerance("atol", atol)
+    check_tolerance("rtol", rtol)
+    check_method(method)
     device = resolve_device(device)
     report = not_checked(make, method, device)
     if report is None:
         report = check_values(make, steps, device, method, atol, rtol)
     act(report, on_failure)
     return report
-
-
-def check_arguments(**values: Any) -> None:
-    """A ValueError for a count below 1 or a negative tolerance."""
-    for name, value in values.items():
-        if name in ("atol", "rtol"):
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0:
-                raise ValueError(f"{name} must be a number >= 0, got {value!r}")
-        elif not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")

@@ -13,6 +13,7 @@ import graphcheck as gc
 from graphcheck.values import compare
 from tests import producers as corpus, value_producers as P
 from tests.releases import APIC_CPU_GRAPHS
+from tests.replay_mutations import replays_doing_nothing
 
 DEVICE = "cpu"
 
@@ -146,8 +147,52 @@ def test_a_factory_without_device_and_another_method():
 
 
 def test_producers_that_differ_after_one_eager_step_are_refused():
-    with pytest.raises(ValueError, match=r"differ after one eager step each: producer\.x .*seed random numbers"):
+    # Unseeded: two more producers stepped eagerly differ too, so the step is blamed, not the replay.
+    with pytest.raises(ValueError, match=r"differ after 2 eager steps each: producer\.x .*seed random numbers"):
         gc.verify_replay(P.Random, device=DEVICE)
+
+
+class FreshScratch(P.Plain):
+    """A scratch made and filled in the step, read into the state: graph-owned, replay-safe."""
+
+    def step(self) -> None:
+        self.scratch = wp.zeros(P.N, dtype=float, device=self.x.device)
+        wp.launch(P.add_one, dim=P.N, inputs=[self.scratch], device=self.x.device)
+        wp.launch(P.integrate, dim=P.N, inputs=[self.x, self.scratch, 0.1], device=self.x.device)
+
+
+def test_a_difference_right_after_the_capture_is_the_replays_when_eager_twins_agree():
+    # With every replay doing nothing, the captured producer's scratch is the graph's, never
+    # filled: it differs from the eager twin's at the first comparison, with no structural
+    # finding. Two more producers stepped eagerly agree, so it is the replay's difference.
+    assert gc.verify_replay(FreshScratch, device=DEVICE).ok
+    with replays_doing_nothing():
+        report = gc.verify_replay(FreshScratch, device=DEVICE, on_failure="ignore")
+    assert set(report.kinds()) == {"replay-divergence"}, str(report)
+    assert any(f.detail["buffer"] == "producer.scratch" for f in report.findings), str(report)
+    assert any("two more producers stepped eagerly" in n and "agree" in n for n in report.notes), str(report)
+
+
+@pytest.mark.parametrize("steps", ["3", 0, -1, True, False, 1, 2.5, None])
+def test_steps_is_checked_up_front_with_one_line_naming_it(steps):
+    built = []
+
+    def make(device):
+        built.append(device)
+        return P.Plain(device)
+
+    with pytest.raises(ValueError) as error:
+        gc.verify_replay(make, steps=steps, device=DEVICE)
+    message = str(error.value)
+    assert "\n" not in message and message.startswith("steps must be an integer >= 2"), message
+    assert message.endswith(f"got {steps!r}"), message
+    assert not built  # nothing built or run
+
+
+@pytest.mark.parametrize("method", [3, None, ""])
+def test_method_is_checked_up_front(method):
+    with pytest.raises(TypeError, match=f"^method must be the name of the producer's step method .*got {method!r}"):
+        gc.verify_replay(P.Plain, method=method, device=DEVICE)
 
 
 def test_memory_not_written_yet_is_compared_once_written_alike():
@@ -160,8 +205,8 @@ def test_memory_not_written_yet_is_compared_once_written_alike():
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        ({"steps": 0}, ValueError, "steps must be an integer >= 1, got 0"),
-        ({"steps": 1}, ValueError, "steps must be at least 2: step 1 is the captured producer's reference call"),
+        ({"steps": 0}, ValueError, "steps must be an integer >= 2 .*, got 0$"),
+        ({"steps": 1}, ValueError, r"steps must be an integer >= 2 \(step 1 is the captured producer's reference call"),
         ({"atol": -1.0}, ValueError, "atol must be a number >= 0"),
         ({"rtol": float("nan")}, ValueError, "rtol must be a number >= 0"),
         ({"on_failure": "explode"}, ValueError, "on_failure must be one of"),
