@@ -194,3 +194,39 @@ def test_a_user_s_own_scratch_swapped_while_capturing_is_still_reported():
     producer = OwnScratchWhileCapturing()
     checked = gc.capture(producer.step, device=DEVICE, owners=(producer,), on_failure="ignore")
     assert "buffer-drift" in checked.report.kinds(), str(checked.report)
+
+
+# -- strict ownership: Warp's pools are Warp's --------------------------------------------------
+
+
+class UserTemporaryToo(PooledEnergy):
+    """PooledEnergy's step, and a temporary of the user's own made in the step (graph-owned)."""
+
+    def step(self):
+        super().step()
+        mine = wp.zeros(1, dtype=float, device=self.device)
+        wp.launch(K.axpy, dim=1, inputs=[self.by, mine, 1.0], device=self.device)
+        wp.launch(K.axpy, dim=1, inputs=[mine, self.total, 1.0], device=self.device)
+
+
+@pytest.mark.parametrize("cls", [PooledEnergy, DefaultStoreEnergy], ids=lambda c: c.__name__)
+def test_strict_ownership_leaves_warp_s_pooled_scratch_to_warp(cls):
+    producer = cls()
+    checked = gc.capture(producer.step, device=DEVICE, owners=(producer,), strict_ownership=True)
+    assert checked.report.ok and not checked.report.findings, str(checked.report)
+    assert any("Warp's own scratch" in note for note in checked.report.notes), str(checked.report)
+    assert any("strict_ownership=True leaves them to Warp" in note for note in checked.report.notes), str(
+        checked.report
+    )
+
+
+def test_strict_ownership_reports_the_user_s_graph_owned_temporary_only():
+    producer = UserTemporaryToo()
+    assert gc.capture(producer.step, device=DEVICE, owners=(producer,)).ok  # graph-owned: fine by default
+    producer = UserTemporaryToo()
+    checked = gc.capture(producer.step, device=DEVICE, owners=(producer,), strict_ownership=True, on_failure="ignore")
+    (finding,) = checked.report.findings
+    assert finding.kind == "per-call-allocation", str(checked.report)
+    assert "made by wp.zeros" in finding.message and "strict_ownership" in finding.message, finding.message
+    # The verdict strict ownership adds is a rule, not a wrong replay: the values agree.
+    assert gc.verify_replay(UserTemporaryToo, steps=4, device=DEVICE).ok

@@ -32,13 +32,15 @@ def reported_allocation(alloc: Allocation, owned: BufferSet | None, strict: bool
     Warp keeps memory allocated during a capture valid on every replay, so a temporary
     whose content the device produces is fine. Content from host memory that lives only
     for the call is not, unless the owners hold that memory (a staging array they keep).
-    With ``strict``, every buffer made during the call is reported.
+    With ``strict``, every buffer the user's code made during the call is reported; scratch
+    Warp made for itself inside one of its own calls (``warp.fem``'s ``TemporaryStore``
+    bypassed while capturing) is Warp's, as its pools are, and no owner could hold it.
     """
     if alloc.how == "wrapped" and owned is not None and owned.find(alloc.start) is not None:
         return False  # host memory the owners keep, wrapped: nothing was allocated
     if alloc.how == "structure":
         return False  # Warp's rule for structures: structures_made()
-    return strict or alloc.from_host
+    return alloc.from_host or (strict and not alloc.by_warp)
 
 
 def allocations(captured: LaunchTrace, owned: BufferSet | None = None, *, strict: bool = False) -> list[Finding]:
@@ -158,11 +160,24 @@ def graph_owned(captured: LaunchTrace, owned: BufferSet | None = None, *, strict
     ]  # fmt: skip
     if not temporaries:
         return None
-    count, nbytes = len(temporaries), sum(a.nbytes for a in temporaries)
-    return (
-        f"{count} graph-owned allocation{'s' if count != 1 else ''} made during the call ({_size(nbytes)}): "
-        "device temporaries Warp keeps valid on every replay (strict_ownership=True reports them)"
-    )
+    yours = [a for a in temporaries if not a.by_warp]
+    warps = [a for a in temporaries if a.by_warp]
+    said = []
+    if yours:
+        said.append(
+            f"{_count(yours)} made during the call ({_size(sum(a.nbytes for a in yours))}): device temporaries Warp "
+            "keeps valid on every replay (strict_ownership=True reports them)"
+        )
+    if warps:
+        said.append(
+            f"{_count(warps)} Warp made for its own scratch during the call ({_size(sum(a.nbytes for a in warps))}): "
+            "Warp's, as its pools are (strict_ownership=True leaves them to Warp)"
+        )
+    return "; ".join(said)
+
+
+def _count(allocations: list[Allocation]) -> str:
+    return f"{len(allocations)} graph-owned allocation{'s' if len(allocations) != 1 else ''}"
 
 
 def _size(nbytes: int) -> str:
