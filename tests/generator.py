@@ -554,6 +554,8 @@ class Generated:
     def arrays(self) -> dict[str, Any]:
         """Every device array it holds, by path (what a user reads after stepping)."""
         found = {f"s{i}": self.get(i) for i in range(len(self.program.slots))}
+        # An array rebound away is still written by what kept it (a wp.Launch recorded at init).
+        found.update({f"kept[{i}]": arr for i, arr in enumerate(self.kept)})
         for k, own in enumerate(self.own):
             for name, value in own.items():
                 if isinstance(value, wp.array) and value.device == wp.get_device(self.device):

@@ -129,6 +129,16 @@ REGRESSIONS: dict[str, tuple[Program, str]] = {
         Program(("attr", "attr"), (Mutate(0, "rebind", 2), Launch(0, 1, "constant", "command"), Churn(0))),
         f"unsafe: {REBOUND.format(other='a wp.Launch recorded at init')}",
     ),
+    "rebound_array_held_by_a_command_whose_number_is_set_each_call": (
+        Program(("dict",), (Mutate(0, "rebind", 1), Launch(0, 0, "constant", "command"))),
+        "safe: the command, recorded at init, still holds the array rebound away and writes it in both "
+        "producers; setting its step size each call re-derives no address it keeps",
+    ),
+    "counter_through_a_command_writing_an_array_rebound_away": (
+        Program(("attr",), (Launch(0, 0, "counter", "command"), Mutate(0, "rebind", 1))),
+        "unsafe: a counter set on a command each call (scalar-drift); after the rebind the command writes the "
+        "array the holder no longer names, which the truth must still compare",
+    ),
     "mirrored_swap_written_in_place_between_replays": (
         Program(("attr", "attr"), (Swap(0, 1, 1, "constant", True), Mutate(0, "fill", 2))),
         "unsafe: " + EQUAL_SWAP.format(how="one of them is written in place (fill_) between replays"),

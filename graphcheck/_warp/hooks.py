@@ -53,6 +53,7 @@ only these hooks.
 from __future__ import annotations
 
 import contextvars
+import ctypes
 import functools
 import inspect
 import re
@@ -383,13 +384,16 @@ def _plan_patches(recorder: Recorder) -> list[_Patch]:
         if "__init__" in vars(structure):
             init = vars(structure)["__init__"]
             attr(f"{structure.__name__}.__init__", structure, "__init__", _make_structure_hook(init))
-    # Objects that bake addresses, re-derived by the call: a command's parameters set, a
-    # struct's field set, an indexed array made (the replay check trusts only those built once).
-    for owner, name in ((_context.Launch, "set_param_at_index"), (_context.Launch, "set_param_at_index_from_ctype"),
-                        (_codegen.StructInstance, "__setattr__"), (_types.indexedarray, "__init__")):  # fmt: skip
+    # Objects that bake addresses, re-derived by the call: a command's array parameter set, a
+    # struct's array field set, an indexed array made (the replay check trusts only those built
+    # once). A number set (a step size each call) re-derives no address the object keeps.
+    for owner, name, value_at in ((_context.Launch, "set_param_at_index", 1),
+                                  (_context.Launch, "set_param_at_index_from_ctype", None),
+                                  (_codegen.StructInstance, "__setattr__", 1),
+                                  (_types.indexedarray, "__init__", None)):  # fmt: skip
         original = vars(owner).get(name)
         if original is not None:
-            attr(f"{owner.__name__}.{name}", owner, name, _make_remade_hook(original))
+            attr(f"{owner.__name__}.{name}", owner, name, _make_remade_hook(original, value_at))
     # CPU graphs replayed (wp.capture_launch): one replayed inside a CPU capture is not recorded.
     for name in _CPU_GRAPH_REPLAYS:
         original = getattr(core, name, None)
@@ -781,16 +785,28 @@ def _make_native_hook(name: str, original: Any, on_device: bool) -> Callable[...
     return hook
 
 
-def _make_remade_hook(original: Callable[..., Any]) -> Callable[..., Any]:
+def _make_remade_hook(original: Callable[..., Any], value_at: int | None) -> Callable[..., Any]:
+    """A hook telling the session that ``self`` was re-derived; with ``value_at``, only when
+    the value set (that positional argument) may hold an address (see :func:`_holds_addresses`)."""
+
     @functools.wraps(original)
     def hook(self: Any, *args: Any, **kwargs: Any) -> Any:
         result = original(self, *args, **kwargs)
         session = current_session()
-        if session is not None:
+        if session is not None and (value_at is None or len(args) <= value_at or _holds_addresses(args[value_at])):
             session.on_remade(self)
         return result
 
     return hook
+
+
+def _holds_addresses(value: Any) -> bool:
+    """Whether a value set on a command or a struct may hold an address: anything but a
+    number or a vector, matrix or quaternion (ctypes arrays in Warp): an array, a struct,
+    None in place of an array..."""
+    return not isinstance(value, (bool, int, float, _types.scalar_base, ctypes.Array)) and not (
+        type(value).__module__ == "numpy" and getattr(value, "shape", None) == ()
+    )
 
 
 def _make_structure_hook(original: Callable[..., Any]) -> Callable[..., Any]:
