@@ -78,8 +78,6 @@ def _kernel_mismatches(node: GraphNode, record: LaunchRecord, cpu: bool = False)
     fields = node.fields
     if cpu:  # a CPU graph's launch names its kernel and direction
         name = getattr(record.kernel_object, "key", None)
-        if fields["params"] == record.param_bytes and fields["name"] == name and fields["adjoint"] == record.adjoint:
-            return problems  # the commonest case: all of it as launched
         if fields["name"] != name:
             problems.append(f"kernel {fields['name']!r} where Warp launched {name!r}")
         if fields["adjoint"] != record.adjoint:
@@ -197,13 +195,20 @@ def check(match: GraphMatch, *, allow_foreign_nodes: bool = False) -> CrossCheck
     """
     trace = match.trace
     records = trace.records
-    positions = match.positions
     cpu = match.device == "cpu"
     findings: list[Finding] = []
     for node in match.nodes:
         if node.role == "recorded" and node.record is not None:
             record = records[node.record]
             if node.type == "KERNEL" and record.kind == "launch":
+                fields = node.fields
+                if (  # the commonest case on the CPU: the launch as launched, the same kernel and bytes
+                    cpu
+                    and fields["params"] == record.param_bytes
+                    and fields["name"] == getattr(record.kernel_object, "key", None)
+                    and fields["adjoint"] == record.adjoint
+                ):
+                    continue
                 problems = _kernel_mismatches(node, record, cpu)
             elif node.asked is not None:
                 problems = _asked_mismatches(node)
@@ -215,7 +220,7 @@ def check(match: GraphMatch, *, allow_foreign_nodes: bool = False) -> CrossCheck
                         "node-mismatch",
                         f"graph node {node.index} ({node.type.lower()}) made by {record.kernel}",
                         kernel=record.kernel,
-                        index=positions.get(node.record),
+                        index=match.positions.get(node.record),
                         site=record.site,
                         values="; ".join(problems),
                         detail={"node": node.handle, "problems": problems},
@@ -261,6 +266,8 @@ def check(match: GraphMatch, *, allow_foreign_nodes: bool = False) -> CrossCheck
 
 def _dropped(match: GraphMatch) -> list[Finding]:
     """One ``capture-error`` per operation (and call site) a CPU graph does not hold."""
+    if not match.dropped:
+        return []
     records, positions = match.trace.records, match.positions
     groups: dict[tuple[str, Any], list[Any]] = {}
     for drop in match.dropped:

@@ -124,6 +124,8 @@ class GraphMatch:
     dropped: list[Dropped] = field(default_factory=list)
     #: On the CPU, what was read (a :class:`graphcheck._warp.CpuGraph`): see :meth:`holds_what_was_read`.
     source: Any = None
+    # (how many records the trace held, positions): worked out when first asked
+    _positions: tuple[int, dict[int, int]] = field(default=(-1, {}), init=False, repr=False, compare=False)
 
     def lines(self) -> list[str]:
         """The graph as text, one line per node: what it is, and the operation that made it
@@ -159,7 +161,10 @@ class GraphMatch:
     @property
     def positions(self) -> dict[int, int]:
         """Index in the trace -> the operation's number in reports."""
-        return user_positions(self.trace)
+        held, positions = self._positions
+        if held != len(self.trace.records):  # (a trace still recording numbers its new operations too)
+            self._positions = len(self.trace.records), (positions := user_positions(self.trace))
+        return positions
 
     def addresses(self) -> dict[int, list[NodeAddress]]:
         """The addresses baked into the nodes that were read, by operation number.
@@ -713,6 +718,9 @@ class _Want(NamedTuple):
     adjoint: bool = False  # a launch's direction
 
 
+_new_want = tuple.__new__  # a _Want of every field, made without _Want's own constructor (one call less a launch)
+
+
 def _wanted(records: Sequence[LaunchRecord]) -> list[_Want]:
     """What the trace wants the graph to hold, in order: a conditional's bodies inside it."""
     top: list[_Want] = []
@@ -729,7 +737,7 @@ def _wanted(records: Sequence[LaunchRecord]) -> list[_Want]:
             key = keys.get(id(kernel))
             if key is None:
                 key = keys[id(kernel)] = str(getattr(kernel, "key", ""))
-            target.append(_Want(index, "KERNEL", key, None, None, record.adjoint))
+            target.append(_new_want(_Want, (index, "KERNEL", key, None, None, record.adjoint)))
         elif kind == "conditional":
             loop = record.kernel.endswith("capture_while")
             branches = (

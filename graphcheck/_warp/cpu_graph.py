@@ -35,6 +35,7 @@ alone).
 from __future__ import annotations
 
 import ctypes
+import itertools
 import operator
 import os
 import re
@@ -309,9 +310,10 @@ _LAUNCH = {True: struct.Struct("<II4iiQQiiiiB3xHHH2xII"), False: struct.Struct("
 _PARAM = struct.Struct("<HHIII")
 _RELOC = struct.Struct("<IiQB7x")
 _RELOCS = np.dtype([("slot", "<u4"), ("region", "<i4"), ("offset", "<u8"), ("kind", "u1"), ("_", "V7")])
+# A launch record's direction and the lengths of its name, module hash and parameters, at 60.
+_LENGTHS = struct.Struct("<B3xHHH")
 _DATA_PTR, _HANDLE = 1, 2
 _NO_FIELDS: dict[str, Any] = {}  # a node's fields until they are read
-_DISTINCT = 512  # launches read before deciding whether a graph repeats its launches
 _COND = struct.Struct("<IIiIQIIII")
 _U64 = struct.Struct("<Q")
 
@@ -384,16 +386,14 @@ class _Reader:
         self.header = _LAUNCH[version < 16]
         self.nodes: list[GraphNode] = []
         self.streams: dict[int, list[GraphNode]] = {}
-        # A step launches the same kernel on the same arguments many times: a launch
-        # record's bytes read once serve every copy of it in this graph.
-        self._kernels: dict[bytes, dict[str, Any]] | None = {}
-        self._repeats = 0  # launches found among those read before
         self._fixed: dict[bytes, dict[str, Any]] = {}
-        # Launches whose relocations are applied at once, when the whole stream is read.
-        self._pending: list[tuple[dict[str, Any], bytes, int, int, int, int, _Kernel]] = []
+        # The launches of each layout, read together once the whole stream is walked (see
+        # relocate): where each distinct record starts, and the nodes of its copies.
+        self._launches: dict[_Layout, tuple[list[int], list[list[GraphNode]]]] = {}
+        self._copies: dict[bytes, list[GraphNode]] = {}  # a launch record -> the nodes of its copies
 
     def walk(self, start: int, end: int, count: int, stream: int, depth: int) -> list[GraphNode]:
-        data, nodes, kernels = self.data, self.nodes, self._kernels
+        data, nodes, launches, copies = self.data, self.nodes, self._launches, self._copies
         out: list[GraphNode] = []
         self.streams[stream] = out
         pos = start
@@ -408,19 +408,28 @@ class _Reader:
             nodes.append(node)
             out.append(node)
             try:
-                if op == 1 and kernels is not None:
+                if op == 1:
                     # The same launch, byte for byte, shares its fields (nodes do not change them).
                     record = data[pos : pos + size]
-                    fields = kernels.get(record)
-                    if fields is None:
-                        fields = kernels[record] = self._kernel(pos, size)
-                        if len(kernels) == _DISTINCT:  # launches that differ each time: look no more
-                            kernels = self._kernels = None if self._repeats < _DISTINCT // 8 else kernels
-                    else:
-                        self._repeats += 1
-                    node.fields = fields
-                elif op == 1:
-                    node.fields = self._kernel(pos, size)
+                    same = copies.get(record)
+                    if same is not None:
+                        same.append(node)
+                        pos += size
+                        previous = (node.handle,)
+                        continue
+                    forward, key_len, hash_len, nparams = _LENGTHS.unpack_from(data, pos + 60)
+                    fixed = _LAUNCH_BYTES + key_len + hash_len + _PARAM.size * (nparams if forward else 2 * nparams)
+                    key = data[pos + 8 : pos + fixed]
+                    layout = _LAYOUTS.get(key)
+                    if layout is None:
+                        layout = remember(_LAYOUTS, key, _Layout.read(data, self.header, pos, size, fixed))
+                    if size != layout.size:
+                        raise ValueError(f"a launch record of {size} bytes whose parts do not add up")
+                    group = launches.get(layout)
+                    if group is None:
+                        group = launches[layout] = ([], [])
+                    group[0].append(pos)
+                    group[1].append(copies.setdefault(record, [node]))
                 else:
                     node.fields = {}
                     self._read(node, op, pos, size, depth)
@@ -458,81 +467,63 @@ class _Reader:
             fields = self._fixed[record] = _fixed_fields(op, values, self.address, record[8 + layout.size :])
         node.fields = fields
 
-    def _kernel(self, pos: int, size: int) -> dict[str, Any]:
-        data = self.data
-        (_, _, s0, s1, s2, s3, ndim, total, _, _, _, _, _, forward, key_len, hash_len, nparams, nrelocs,
-         value_size) = self.header.unpack_from(data, pos)  # fmt: skip
-        relocs_at = pos + _LAUNCH_BYTES + key_len + hash_len + _PARAM.size * (nparams if forward else 2 * nparams)
-        values_at = relocs_at + _RELOC.size * nrelocs
-        if values_at + value_size - pos != size:
-            raise ValueError(f"a launch record of {size} bytes whose parts do not add up")
-        # What every launch of one kernel shares (its rank, name, parameters' places, where
-        # each relocation lands), read once in the process: a step launches the same kernels
-        # capture after capture.
-        shared = data[pos + 24 : pos + 28] + data[pos + 44 : relocs_at]
-        kernel = _KERNELS.get(shared)
-        if kernel is None:
-            kernel = remember(_KERNELS, shared, _Kernel.read(data, pos, ndim, forward, key_len, hash_len, nparams))
-        shape = (s0, s1, s2, s3)[: kernel.ndim]
-        product = prod(shape)
-        multiplier = total // product if product and total > product else 1
-        bounds = kernel.bounds.pack(*shape, total, multiplier)
-        fields = {
-            "name": kernel.name,
-            "module": kernel.module,
-            "adjoint": not forward,
-            "shape": shape,
-            "size": total,
-            "params": None,  # set once the graph's relocations are applied (see relocate)
-            "unresolved": (),
-        }
-        if not nrelocs:
-            fields["params"] = (bounds, *kernel.split(data[values_at : values_at + value_size]))
-        elif self.regions is None:  # no live address known: the pointer slots are not compared
-            relocs = kernel.relocs.unpack_from(data, relocs_at)  # (slot, region, offset, kind) each
-            fields["unresolved"] = tuple(
-                (position, relocs[4 * at]) for at, (position, _) in enumerate(kernel.slots) if relocs[4 * at + 3] == 1
-            )
-            fields["params"] = (bounds, *kernel.split(data[values_at : values_at + value_size]))
-        else:
-            self._pending.append((fields, bounds, relocs_at, nrelocs, values_at, value_size, kernel))
-        return fields
-
     def relocate(self) -> None:
-        """Apply every launch's relocations at once, as replay does one by one (``apic.cpp``'s
-        ``apic_pack_args_buf``): each pointer slot of a launch's values takes the address its
-        region and offset resolve to (a handle its captured id, an explicit null 0).
+        """Give every launch its fields, once the whole stream is walked: its values as
+        replay will pass them, each pointer slot holding the address its relocation
+        resolves to, as replay's ``apic_pack_args_buf`` (``apic.cpp``) patches it (a data
+        pointer its region's live base plus its offset, a handle its captured id, an
+        explicit null 0). Without a region table (a save), pointer slots keep the record's
+        bytes and each launch's fields say which they are (``unresolved``), to be left out
+        of comparisons.
 
         Raises:
             CpuGraphUnreadable: a launch names a region the graph's region table lacks.
         """
-        pending, regions = self._pending, self.regions
-        if not pending or regions is None:
-            return
-        data = self.data
-        relocs = np.frombuffer(b"".join([data[at : at + _RELOC.size * n] for _, _, at, n, _, _, _ in pending]), _RELOCS)
-        counts = np.fromiter((n for _, _, _, n, _, _, _ in pending), np.int64, len(pending))
-        starts = np.fromiter((at for _, _, _, _, at, _, _ in pending), np.int64, len(pending))
-        places = np.repeat(starts, counts) + np.concatenate([k.bases for *_, k in pending]) + relocs["slot"]
+        groups = list(self._launches.items())
+        self._launches, self._copies = {}, {}
+        data = self.data if self.regions is None else self._relocated(groups)
+        for layout, (starts, nodes) in groups:
+            try:
+                layout.give(nodes, starts, data, resolved=self.regions is not None)
+            except (struct.error, ValueError) as error:
+                for node in itertools.chain.from_iterable(nodes):
+                    node.error = f"its record could not be read ({type(error).__name__}: {error})"
+
+    def _relocated(self, groups: list[tuple[_Layout, tuple[list[int], list[list[GraphNode]]]]]) -> bytes:
+        """The stream with every launch's pointer slots relocated, all at once."""
+        regions, data = self.regions or {}, self.data
+        pending = [(layout, starts) for layout, (starts, _) in groups if layout.nrelocs]
+        if not pending:
+            return data
+        # Each launch's relocation table, one after another, and where each relocation's
+        # parameter starts in the stream.
+        launches = [(at, layout) for layout, starts in pending for at in starts]
+        relocs = np.frombuffer(
+            b"".join([data[at + layout.fixed : at + layout.values] for at, layout in launches]), _RELOCS
+        )
+        counts = np.array([layout.nrelocs for _, layout in launches], np.int64)
+        starts = np.repeat(np.fromiter([at for at, _ in launches], np.int64, len(launches)), counts)
+        places = starts + np.concatenate([layout.patches for _, layout in launches]) + relocs["slot"]
         bases = np.zeros(max(regions, default=0) + 1, np.uint64)
         known = np.zeros(len(bases), bool)
-        for rid, (base, _) in regions.items():
-            bases[rid], known[rid] = base, True
+        ids = np.fromiter(regions, np.int64, len(regions))
+        bases[ids] = np.fromiter([base for base, _ in regions.values()], np.uint64, len(regions))
+        known[ids] = True
         data_pointer = relocs["kind"] == _DATA_PTR
         named = np.where(data_pointer, relocs["region"], 0)
-        if (data_pointer & ((named >= len(bases)) | ~known[np.clip(named, 0, len(bases) - 1)])).any():
+        inside = np.clip(named, 0, len(bases) - 1)
+        if (data_pointer & ((named >= len(bases)) | ~known[inside])).any():
             raise CpuGraphUnreadable("a launch of the graph names a region its region table lacks")
+        if len(places) and int(places.max()) + 8 > len(data):
+            raise CpuGraphUnreadable("a launch of the graph relocates a pointer past the stream's end")
         addresses = np.where(
             data_pointer,
-            bases[np.clip(named, 0, len(bases) - 1)] + relocs["offset"],
+            bases[inside] + relocs["offset"],
             np.where(relocs["kind"] == _HANDLE, relocs["offset"], np.uint64(0)),
         ).astype("<u8")
         patched = bytearray(data)
         np.frombuffer(patched, np.uint8)[places[:, None] + np.arange(8)] = addresses.view(np.uint8).reshape(-1, 8)
-        view = memoryview(patched)
-        for fields, bounds, _, _, at, size, kernel in pending:
-            fields["params"] = (bounds, *kernel.split(view[at : at + size].tobytes()))
-        pending.clear()
+        return bytes(patched)
 
     def _conditional(self, node: GraphNode, op: int, pos: int, size: int, depth: int) -> None:
         _, _, region, _, offset, a_size, a_count, b_size, b_count = _COND.unpack_from(self.data, pos)
@@ -567,9 +558,9 @@ class _Kernel:
     ndim: int
     bounds: struct.Struct
     split: Callable[[bytes], tuple[bytes, ...]]  # the values, one bytes per parameter
-    slots: tuple[tuple[int, int], ...]
+    blobs: tuple[tuple[int, int], ...]  # each parameter's (start, size) among the values
+    slots: tuple[tuple[int, int], ...]  # each relocation's (parameter position, where it starts)
     relocs: struct.Struct  # the relocation table: a launch's relocations in one read
-    bases: np.ndarray  # where the parameter each relocation patches starts among the values
 
     @classmethod
     def read(cls, data: bytes, pos: int, ndim: int, forward: int, key_len: int, hash_len: int, nparams: int) -> _Kernel:
@@ -585,13 +576,111 @@ class _Kernel:
             for position, (_, count, offset, _, _) in enumerate(bindings, 1)
             for _ in range(count)
         )  # fmt: skip
-        blobs = [slice(offset, offset + size) for _, _, offset, size, _ in bindings]
+        blobs = tuple((offset, size) for _, _, offset, size, _ in bindings)
+        slices = [slice(offset, offset + size) for offset, size in blobs]
         split: Callable[[bytes], tuple[bytes, ...]] = (
-            operator.itemgetter(*blobs) if len(blobs) > 1 else lambda values: tuple(values[b] for b in blobs)
+            operator.itemgetter(*slices) if len(slices) > 1 else lambda values: tuple(values[b] for b in slices)
         )
         relocs = struct.Struct("<" + _RELOC.format.lstrip("<") * len(slots))
-        bases = np.array([base for _, base in slots], np.int64)
-        return cls(name, module, ndim, struct.Struct(f"<{ndim}I{pad}xQQ"), split, slots, relocs, bases)
+        return cls(name, module, ndim, struct.Struct(f"<{ndim}I{pad}xQQ"), split, blobs, slots, relocs)
+
+
+#: From how many distinct launches of one layout their values are split one parameter at a
+#: time, for all of them at once (numpy), rather than one launch at a time.
+_COLUMNS = 16
+
+
+#: What the launches of one layout share (see :class:`_Layout`), by the bytes they share.
+_LAYOUTS: dict[bytes, _Layout] = {}
+
+
+@dataclass(frozen=True, eq=False)
+class _Layout:
+    """What the launch records of one layout share: the same kernel, shape, parameters
+    and relocation count, every byte but their relocations and values (read once in the
+    process: a step launches the same kernels capture after capture)."""
+
+    kernel: _Kernel
+    fields: dict[str, Any]  # what their nodes' fields share (never changed: each node's are a copy)
+    bounds: bytes
+    size: int  # each record's bytes
+    fixed: int  # where its relocations start (its values follow them)
+    nrelocs: int
+    values: int  # where its values start
+    patches: np.ndarray  # where the parameter each relocation patches starts in a record
+
+    @classmethod
+    def read(cls, data: bytes, header: struct.Struct, pos: int, size: int, fixed: int) -> _Layout:
+        """The layout of the launch record at ``pos`` (``fixed``: where its relocations start)."""
+        (_, _, s0, s1, s2, s3, ndim, total, _, _, _, _, _, forward, key_len, hash_len, nparams, nrelocs,
+         value_size) = header.unpack_from(data, pos)  # fmt: skip
+        if fixed + _RELOC.size * nrelocs + value_size != size:
+            raise ValueError(f"a launch record of {size} bytes whose parts do not add up")
+        shared = data[pos + 24 : pos + 28] + data[pos + 44 : pos + fixed]
+        kernel = _KERNELS.get(shared)
+        if kernel is None:
+            kernel = remember(_KERNELS, shared, _Kernel.read(data, pos, ndim, forward, key_len, hash_len, nparams))
+        if len(kernel.slots) != nrelocs:
+            raise ValueError(f"a launch record of {nrelocs} relocations for {len(kernel.slots)} pointer slots")
+        shape = (s0, s1, s2, s3)[: kernel.ndim]
+        product = prod(shape)
+        multiplier = total // product if product and total > product else 1
+        fields = {
+            "name": kernel.name,
+            "module": kernel.module,
+            "adjoint": not forward,
+            "shape": shape,
+            "size": total,
+            "params": None,  # each launch's own (see give)
+            "unresolved": (),
+        }
+        bounds = kernel.bounds.pack(*shape, total, multiplier)
+        values = fixed + _RELOC.size * nrelocs
+        patches = np.array([values + start for _, start in kernel.slots], np.int64)
+        return cls(kernel, fields, bounds, size, fixed, nrelocs, values, patches)
+
+    def give(self, nodes: list[list[GraphNode]], starts: list[int], data: bytes, resolved: bool) -> None:
+        """Give the nodes of the launches of this layout whose records start at ``starts``
+        (each record's copies' nodes) their fields, from ``data`` (the stream, its pointer
+        slots relocated where ``resolved``; else left as recorded, and named
+        ``unresolved``). Launches whose values are the same bytes share their fields."""
+        kernel, size, bounds = self.kernel, self.size, self.bounds
+        start = self.values if resolved else self.fixed  # from here on the bytes tell launches apart
+        skip = 0 if resolved else self.values - self.fixed
+        made: dict[bytes, dict[str, Any]] = {}
+        if len(starts) >= _COLUMNS:
+            # Many launches: their distinct values split one parameter at a time, all at once.
+            distinct = list(dict.fromkeys([data[at + start : at + size] for at in starts]))
+            if len(distinct) >= _COLUMNS:
+                rows = np.frombuffer(b"".join(distinct), np.uint8).reshape(len(distinct), size - start)[:, skip:]
+                width, columns = rows.shape[1], []
+                for low, nbytes in kernel.blobs:
+                    high = min(low + nbytes, width)  # as a slice of the values reads
+                    if high > low:
+                        columns.append(np.ascontiguousarray(rows[:, low:high]).view(f"V{high - low}").ravel().tolist())
+                    else:
+                        columns.append([b""] * len(distinct))
+                for tail, param in zip(distinct, zip(itertools.repeat(bounds), *columns)):
+                    made[tail] = self._fields(tail, param, resolved)
+        for copies, at in zip(nodes, starts):
+            tail = data[at + start : at + size]
+            fields = made.get(tail)
+            if fields is None:
+                fields = made[tail] = self._fields(tail, (bounds, *kernel.split(tail[skip:])), resolved)
+            for node in copies:
+                node.fields = fields
+
+    def _fields(self, tail: bytes, params: tuple[bytes, ...], resolved: bool) -> dict[str, Any]:
+        if resolved:
+            return {**self.fields, "params": params}
+        return {**self.fields, "params": params, "unresolved": self._unresolved(tail)}
+
+    def _unresolved(self, tail: bytes) -> tuple[tuple[int, int], ...]:
+        """A record's pointer slots that hold a data pointer, from its relocations."""
+        relocs = self.kernel.relocs.unpack_from(tail)  # (slot, region, offset, kind) each
+        return tuple(
+            (position, relocs[4 * at]) for at, (position, _) in enumerate(self.kernel.slots) if relocs[4 * at + 3] == 1
+        )
 
 
 def _fixed_fields(op: int, values: dict[str, Any], address: Callable[[int, int], int | None], tail: bytes) -> dict:
