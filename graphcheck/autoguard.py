@@ -419,12 +419,15 @@ class AutoGuard:
     def _capture_launch(self, graph: Any, stream: Any = None) -> None:
         checked = self._graphs.get(graph)
         if checked is not None:
+            # The check CheckedGraph.launch() makes before each replay: the owners' buffers
+            # (the graph itself was read once, at capture; check_replay() reads it again).
             self._checking.depth = getattr(self._checking, "depth", 0) + 1
             try:
-                report = checked.check_replay(on_failure="ignore")
+                report = checked.replay_check_due(on_failure="ignore")
             finally:
                 self._checking.depth -= 1
-            self._replay_report(graph, report, "wp.capture_launch", "replayed by")
+            if report is not None:
+                self._replay_report(graph, report, "wp.capture_launch", "replayed by")
         _warp.capture_launch(graph, stream)
 
     def _ended(self) -> list[Report]:

@@ -292,6 +292,31 @@ def test_allowing_one_of_several_swapped_arguments_allows_the_finding():
     assert checked.ok and checked.report.suppressed[0].arg == "a, b"
 
 
+def test_an_autoguard_reads_a_cpu_graph_once_and_checks_its_owners_before_each_replay(monkeypatch):
+    """Before each wp.capture_launch an AutoGuard makes the check CheckedGraph.launch() makes:
+    the owners' buffers, not the graph read again (it was read once, at capture)."""
+    from graphcheck import _warp as graphcheck_warp
+    from graphcheck.autoguard import AutoGuard
+
+    reads = []
+    read, unchanged = graphcheck_warp.read_cpu_graph, graphcheck_warp.unchanged
+    monkeypatch.setattr(graphcheck_warp, "read_cpu_graph", lambda *a, **k: reads.append("read") or read(*a, **k))
+    monkeypatch.setattr(graphcheck_warp, "unchanged", lambda *a, **k: reads.append("compared") or unchanged(*a, **k))
+    sim = P.ReassignedAfterCapture(DEVICE)
+    with AutoGuard(None) as guard:
+        with wp.ScopedCapture(device=DEVICE) as capture:
+            sim.step()
+        assert reads == ["read"] and "graph" in guard.reports[0].checks
+        for _ in range(3):
+            wp.capture_launch(capture.graph)
+        assert reads == ["read"]  # read once, at capture
+        assert not guard.replay_reports
+        sim.after_capture()
+        wp.capture_launch(capture.graph)
+    assert [f.kind for r in guard.replay_reports for f in r.findings] == ["stale-pointer"]
+    assert reads == ["read"]
+
+
 def test_allow_applies_to_replay_checks():
     sim = P.ReassignedAfterCapture(DEVICE)
     checked = gc.capture(sim.step, device=DEVICE, owners=(sim,), allow="stale-pointer")
