@@ -12,9 +12,10 @@
 - replay check: ``CheckedGraph.check_replay`` per baked address (the owners' buffers are
   walked again, then every address is looked up);
 - graph (CUDA only): read and cross-check a 10k-node captured graph (bar: 200 ms);
-- cpu_graph: read a 10,000-operation CPU graph and match it to its record (bar: 50 ms): a
-  step that repeats its launches on the same arguments (substeps: a launch's record is
-  read once), and one whose every launch differs (a scalar per launch: each is read).
+- cpu_graph: read a 10,000-operation CPU graph and match it to its record (bar: 50 ms, on
+  the worse of two steps): a step that repeats its launches on the same arguments
+  (substeps: a launch's record is read once), and one whose every launch differs (a scalar
+  per launch: each is read).
 """
 
 from __future__ import annotations
@@ -259,5 +260,8 @@ def bench_cpu_graph(operations: int = 10_000, repeat: int = 5) -> dict[str, Any]
             best = min(best, time.thread_time() - start)
         out[f"{name}_read_and_crosscheck_ms"] = round(best * 1e3, 1)
         out[f"{name}_findings"] = len(result.findings)
-    out["read_and_crosscheck_cpu_ms"] = out["repeated_read_and_crosscheck_ms"]
+    # The bar's figure: the worse of the two (a step need not repeat its launches).
+    out["read_and_crosscheck_cpu_ms"] = max(
+        out["repeated_read_and_crosscheck_ms"], out["distinct_read_and_crosscheck_ms"]
+    )
     return out

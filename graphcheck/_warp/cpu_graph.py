@@ -35,6 +35,7 @@ alone).
 from __future__ import annotations
 
 import ctypes
+import gc
 import itertools
 import operator
 import os
@@ -288,8 +289,18 @@ def read_cpu_state(state: int, python_regions: dict[int, int] | None = None, *, 
             regions = None
             layout = str(error)
     reader = _Reader(stream, version, regions, state)
-    reader.walk(0, len(stream), count, state, 0)
-    reader.relocate()
+    # A node, its fields and its parameters for each operation, none of them garbage: the
+    # cyclic collector is paused while they are made rather than run every few hundred of
+    # them (where a program holds many objects, a full collection it set off costs more than
+    # the read), and resumed, as it was, when they are.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        reader.walk(0, len(stream), count, state, 0)
+        reader.relocate()
+    finally:
+        if collecting:
+            gc.enable()
     gaps = []
     if regions is None:
         why = layout or "Warp's save holds no live addresses"
@@ -388,12 +399,15 @@ class _Reader:
         self.streams: dict[int, list[GraphNode]] = {}
         self._fixed: dict[bytes, dict[str, Any]] = {}
         # The launches of each layout, read together once the whole stream is walked (see
-        # relocate): where each distinct record starts, and the nodes of its copies.
-        self._launches: dict[_Layout, tuple[list[int], list[list[GraphNode]]]] = {}
-        self._copies: dict[bytes, list[GraphNode]] = {}  # a launch record -> the nodes of its copies
+        # relocate): where each distinct record starts, and its first node.
+        self._launches: dict[_Layout, tuple[list[int], list[GraphNode]]] = {}
+        # A launch record -> its first node's handle -> the nodes of the record's later copies.
+        self._copies: dict[bytes, int] = {}
+        self._more: dict[int, list[GraphNode]] = {}
 
     def walk(self, start: int, end: int, count: int, stream: int, depth: int) -> list[GraphNode]:
-        data, nodes, launches, copies = self.data, self.nodes, self._launches, self._copies
+        data, nodes, launches, copies, more = self.data, self.nodes, self._launches, self._copies, self._more
+        last: _Layout | None = None  # the layout of the launch before
         out: list[GraphNode] = []
         self.streams[stream] = out
         pos = start
@@ -411,25 +425,28 @@ class _Reader:
                 if op == 1:
                     # The same launch, byte for byte, shares its fields (nodes do not change them).
                     record = data[pos : pos + size]
-                    same = copies.get(record)
-                    if same is not None:
-                        same.append(node)
+                    first = copies.get(record)
+                    if first is not None:
+                        more.setdefault(first, []).append(node)
                         pos += size
                         previous = (node.handle,)
                         continue
                     forward, key_len, hash_len, nparams = _LENGTHS.unpack_from(data, pos + 60)
                     fixed = _LAUNCH_BYTES + key_len + hash_len + _PARAM.size * (nparams if forward else 2 * nparams)
-                    key = data[pos + 8 : pos + fixed]
-                    layout = _LAYOUTS.get(key)
-                    if layout is None:
-                        layout = remember(_LAYOUTS, key, _Layout.read(data, self.header, pos, size, fixed))
+                    if last is None or fixed != last.fixed or not data.startswith(last.key, pos + 8):
+                        key = data[pos + 8 : pos + fixed]
+                        last = _LAYOUTS.get(key) or remember(
+                            _LAYOUTS, key, _Layout.read(data, self.header, pos, size, fixed, key)
+                        )
+                    layout = last
                     if size != layout.size:
                         raise ValueError(f"a launch record of {size} bytes whose parts do not add up")
                     group = launches.get(layout)
                     if group is None:
                         group = launches[layout] = ([], [])
                     group[0].append(pos)
-                    group[1].append(copies.setdefault(record, [node]))
+                    group[1].append(node)
+                    copies[record] = node.handle
                 else:
                     node.fields = {}
                     self._read(node, op, pos, size, depth)
@@ -480,16 +497,21 @@ class _Reader:
             CpuGraphUnreadable: a launch names a region the graph's region table lacks.
         """
         groups = list(self._launches.items())
-        self._launches, self._copies = {}, {}
+        more = self._more
+        self._launches, self._copies, self._more = {}, {}, {}
         data = self.data if self.regions is None else self._relocated(groups)
         for layout, (starts, nodes) in groups:
             try:
                 layout.give(nodes, starts, data, resolved=self.regions is not None)
             except (struct.error, ValueError) as error:
-                for node in itertools.chain.from_iterable(nodes):
+                for node in nodes:
                     node.error = f"its record could not be read ({type(error).__name__}: {error})"
+            if more:  # a record's copies share what its first node was given
+                for node in nodes:
+                    for copy in more.get(node.handle, ()):
+                        copy.fields, copy.error = node.fields, node.error
 
-    def _relocated(self, groups: list[tuple[_Layout, tuple[list[int], list[list[GraphNode]]]]]) -> bytes:
+    def _relocated(self, groups: list[tuple[_Layout, tuple[list[int], list[GraphNode]]]]) -> bytes:
         """The stream with every launch's pointer slots relocated, all at once."""
         regions, data = self.regions or {}, self.data
         pending = [(layout, starts) for layout, (starts, _) in groups if layout.nrelocs]
@@ -497,13 +519,14 @@ class _Reader:
             return data
         # Each launch's relocation table, one after another, and where each relocation's
         # parameter starts in the stream.
-        launches = [(at, layout) for layout, starts in pending for at in starts]
         relocs = np.frombuffer(
-            b"".join([data[at + layout.fixed : at + layout.values] for at, layout in launches]), _RELOCS
+            b"".join([data[at + layout.fixed : at + layout.values] for layout, starts in pending for at in starts]),
+            _RELOCS,
         )
-        counts = np.array([layout.nrelocs for _, layout in launches], np.int64)
-        starts = np.repeat(np.fromiter([at for at, _ in launches], np.int64, len(launches)), counts)
-        places = starts + np.concatenate([layout.patches for _, layout in launches]) + relocs["slot"]
+        places = np.concatenate(
+            [np.add.outer(np.array(starts, np.int64), layout.patches).ravel() for layout, starts in pending]
+        )
+        places += relocs["slot"]
         bases = np.zeros(max(regions, default=0) + 1, np.uint64)
         known = np.zeros(len(bases), bool)
         ids = np.fromiter(regions, np.int64, len(regions))
@@ -600,6 +623,7 @@ class _Layout:
     and relocation count, every byte but their relocations and values (read once in the
     process: a step launches the same kernels capture after capture)."""
 
+    key: bytes  # the bytes they share, from the record's 8th on
     kernel: _Kernel
     fields: dict[str, Any]  # what their nodes' fields share (never changed: each node's are a copy)
     bounds: bytes
@@ -610,7 +634,7 @@ class _Layout:
     patches: np.ndarray  # where the parameter each relocation patches starts in a record
 
     @classmethod
-    def read(cls, data: bytes, header: struct.Struct, pos: int, size: int, fixed: int) -> _Layout:
+    def read(cls, data: bytes, header: struct.Struct, pos: int, size: int, fixed: int, key: bytes) -> _Layout:
         """The layout of the launch record at ``pos`` (``fixed``: where its relocations start)."""
         (_, _, s0, s1, s2, s3, ndim, total, _, _, _, _, _, forward, key_len, hash_len, nparams, nrelocs,
          value_size) = header.unpack_from(data, pos)  # fmt: skip
@@ -637,20 +661,21 @@ class _Layout:
         bounds = kernel.bounds.pack(*shape, total, multiplier)
         values = fixed + _RELOC.size * nrelocs
         patches = np.array([values + start for _, start in kernel.slots], np.int64)
-        return cls(kernel, fields, bounds, size, fixed, nrelocs, values, patches)
+        return cls(key, kernel, fields, bounds, size, fixed, nrelocs, values, patches)
 
-    def give(self, nodes: list[list[GraphNode]], starts: list[int], data: bytes, resolved: bool) -> None:
+    def give(self, nodes: list[GraphNode], starts: list[int], data: bytes, resolved: bool) -> None:
         """Give the nodes of the launches of this layout whose records start at ``starts``
-        (each record's copies' nodes) their fields, from ``data`` (the stream, its pointer
-        slots relocated where ``resolved``; else left as recorded, and named
-        ``unresolved``). Launches whose values are the same bytes share their fields."""
+        their fields, from ``data`` (the stream, its pointer slots relocated where
+        ``resolved``; else left as recorded, and named ``unresolved``). Launches whose
+        values are the same bytes share their fields."""
         kernel, size, bounds = self.kernel, self.size, self.bounds
         start = self.values if resolved else self.fixed  # from here on the bytes tell launches apart
         skip = 0 if resolved else self.values - self.fixed
         made: dict[bytes, dict[str, Any]] = {}
-        if len(starts) >= _COLUMNS:
+        tails = [data[at + start : at + size] for at in starts]
+        if len(tails) >= _COLUMNS:
             # Many launches: their distinct values split one parameter at a time, all at once.
-            distinct = list(dict.fromkeys([data[at + start : at + size] for at in starts]))
+            distinct = list(dict.fromkeys(tails))
             if len(distinct) >= _COLUMNS:
                 rows = np.frombuffer(b"".join(distinct), np.uint8).reshape(len(distinct), size - start)[:, skip:]
                 width, columns = rows.shape[1], []
@@ -660,15 +685,20 @@ class _Layout:
                         columns.append(np.ascontiguousarray(rows[:, low:high]).view(f"V{high - low}").ravel().tolist())
                     else:
                         columns.append([b""] * len(distinct))
-                for tail, param in zip(distinct, zip(itertools.repeat(bounds), *columns)):
-                    made[tail] = self._fields(tail, param, resolved)
-        for copies, at in zip(nodes, starts):
-            tail = data[at + start : at + size]
+                params = zip(itertools.repeat(bounds), *columns)
+                if resolved:
+                    made = {tail: {**self.fields, "params": param} for tail, param in zip(distinct, params)}
+                else:
+                    made = {tail: self._fields(tail, param, resolved) for tail, param in zip(distinct, params)}
+                if len(distinct) == len(tails):  # every launch its own
+                    for node, own in zip(nodes, made.values()):
+                        node.fields = own
+                    return
+        for node, tail in zip(nodes, tails):
             fields = made.get(tail)
             if fields is None:
                 fields = made[tail] = self._fields(tail, (bounds, *kernel.split(tail[skip:])), resolved)
-            for node in copies:
-                node.fields = fields
+            node.fields = fields
 
     def _fields(self, tail: bytes, params: tuple[bytes, ...], resolved: bool) -> dict[str, Any]:
         if resolved:
