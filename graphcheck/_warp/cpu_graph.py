@@ -161,6 +161,7 @@ _STATE_BYTES = 120
 _CPU, _VALIDATED = 1, 2
 _STREAM, _COUNT, _REGIONS, _NEXT_REGION = 8, 32, 88, 112
 _REGION_ENTRY = struct.Struct("<QQ?7x")
+_REGION_ENTRIES = np.dtype([("base", "<u8"), ("size", "<u8"), ("valid", "?"), ("_", "V7")])
 _VECTOR = struct.Struct("<QQQ")
 
 
@@ -288,7 +289,7 @@ def read_cpu_state(state: int, python_regions: dict[int, int] | None = None, *, 
             stream, count = _saved_stream(state)  # the records are still Warp's own
             regions = None
             layout = str(error)
-    reader = _Reader(stream, version, regions, state)
+    reader = _Reader(stream, version, regions, state, table)
     # A node, its fields and its parameters for each operation, none of them garbage: the
     # cyclic collector is paused while they are made rather than run every few hundred of
     # them (where a program holds many objects, a full collection it set off costs more than
@@ -390,8 +391,11 @@ _FIXED: dict[int, tuple[struct.Struct, tuple[str, ...]]] = {
 class _Reader:
     """Reads one stream's records into nodes (one reader per read of a graph)."""
 
-    def __init__(self, data: bytes, version: int, regions: dict[int, tuple[int, int]] | None, state: int) -> None:
+    def __init__(
+        self, data: bytes, version: int, regions: dict[int, tuple[int, int]] | None, state: int, table: bytes
+    ) -> None:
         self.data = data
+        self.table = table  # the region table's bytes (see _state_memory)
         self.version = version
         self.regions = regions
         self.header = _LAUNCH[version < 16]
@@ -499,10 +503,12 @@ class _Reader:
         groups = list(self._launches.items())
         more = self._more
         self._launches, self._copies, self._more = {}, {}, {}
-        data = self.data if self.regions is None else self._relocated(groups)
+        resolved = self.regions is not None
+        moved = self._relocated(groups) if resolved else {}
         for layout, (starts, nodes) in groups:
+            data, at = moved.get(layout, (self.data, starts))
             try:
-                layout.give(nodes, starts, data, resolved=self.regions is not None)
+                layout.give(nodes, at, data, resolved)
             except (struct.error, ValueError) as error:
                 for node in nodes:
                     node.error = f"its record could not be read ({type(error).__name__}: {error})"
@@ -511,42 +517,59 @@ class _Reader:
                     for copy in more.get(node.handle, ()):
                         copy.fields, copy.error = node.fields, node.error
 
-    def _relocated(self, groups: list[tuple[_Layout, tuple[list[int], list[GraphNode]]]]) -> bytes:
-        """The stream with every launch's pointer slots relocated, all at once."""
-        regions, data = self.regions or {}, self.data
+    def _relocated(
+        self, groups: list[tuple[_Layout, tuple[list[int], list[GraphNode]]]]
+    ) -> dict[_Layout, tuple[bytes, list[int]]]:
+        """Every launch's relocations and values, their pointer slots relocated, all at once:
+        by layout, the bytes they are in and where each launch's record would start there."""
+        data = self.data
         pending = [(layout, starts) for layout, (starts, _) in groups if layout.nrelocs]
         if not pending:
-            return data
-        # Each launch's relocation table, one after another, and where each relocation's
-        # parameter starts in the stream.
+            return {}
+        # Each launch's relocations and values, one after another, and its relocations alone.
+        tails = bytearray(
+            b"".join([data[at + layout.fixed : at + layout.size] for layout, starts in pending for at in starts])
+        )
         relocs = np.frombuffer(
             b"".join([data[at + layout.fixed : at + layout.values] for layout, starts in pending for at in starts]),
             _RELOCS,
         )
-        places = np.concatenate(
-            [np.add.outer(np.array(starts, np.int64), layout.patches).ravel() for layout, starts in pending]
-        )
+        # Where each relocation's pointer slot lies in `tails`: its launch's place there, plus
+        # its layout's place for the parameter it patches (in `table`), plus its slot.
+        launches = [len(starts) for _, starts in pending]
+        lengths = np.repeat(np.array([layout.size - layout.fixed for layout, _ in pending], np.int64), launches)
+        offsets = np.cumsum(lengths) - lengths
+        counts = np.repeat(np.array([layout.nrelocs for layout, _ in pending], np.int64), launches)
+        ends = np.cumsum(counts)
+        within = np.arange(len(relocs)) - np.repeat(ends - counts, counts)
+        firsts = np.cumsum([0, *[layout.nrelocs for layout, _ in pending][:-1]])  # each layout's in `table`
+        table = np.concatenate([layout.patches for layout, _ in pending])
+        places = np.repeat(offsets, counts) + table[np.repeat(np.repeat(firsts, launches), counts) + within]
         places += relocs["slot"]
-        bases = np.zeros(max(regions, default=0) + 1, np.uint64)
-        known = np.zeros(len(bases), bool)
-        ids = np.fromiter(regions, np.int64, len(regions))
-        bases[ids] = np.fromiter([base for base, _ in regions.values()], np.uint64, len(regions))
-        known[ids] = True
+        # Region id -> its live base, and whether the table holds it.
+        entries = np.frombuffer(self.table, _REGION_ENTRIES)
+        bases, known = np.where(entries["valid"], entries["base"], np.uint64(0)), entries["valid"]
+        if not len(bases):
+            bases, known = np.zeros(1, np.uint64), np.zeros(1, bool)
         data_pointer = relocs["kind"] == _DATA_PTR
         named = np.where(data_pointer, relocs["region"], 0)
         inside = np.clip(named, 0, len(bases) - 1)
         if (data_pointer & ((named >= len(bases)) | ~known[inside])).any():
             raise CpuGraphUnreadable("a launch of the graph names a region its region table lacks")
-        if len(places) and int(places.max()) + 8 > len(data):
-            raise CpuGraphUnreadable("a launch of the graph relocates a pointer past the stream's end")
+        if (places + 8 > np.repeat(offsets + lengths, counts)).any():
+            raise CpuGraphUnreadable("a launch of the graph relocates a pointer past its record's end")
         addresses = np.where(
             data_pointer,
             bases[inside] + relocs["offset"],
             np.where(relocs["kind"] == _HANDLE, relocs["offset"], np.uint64(0)),
         ).astype("<u8")
-        patched = bytearray(data)
-        np.frombuffer(patched, np.uint8)[places[:, None] + np.arange(8)] = addresses.view(np.uint8).reshape(-1, 8)
-        return bytes(patched)
+        np.frombuffer(tails, np.uint8)[places[:, None] + np.arange(8)] = addresses.view(np.uint8).reshape(-1, 8)
+        patched = bytes(tails)
+        moved, first = {}, 0
+        for (layout, _), n in zip(pending, launches):
+            moved[layout] = patched, (offsets[first : first + n] - layout.fixed).tolist()
+            first += n
+        return moved
 
     def _conditional(self, node: GraphNode, op: int, pos: int, size: int, depth: int) -> None:
         _, _, region, _, offset, a_size, a_count, b_size, b_count = _COND.unpack_from(self.data, pos)
@@ -631,7 +654,7 @@ class _Layout:
     fixed: int  # where its relocations start (its values follow them)
     nrelocs: int
     values: int  # where its values start
-    patches: np.ndarray  # where the parameter each relocation patches starts in a record
+    patches: np.ndarray  # where the parameter each relocation patches starts, from the relocations' start
 
     @classmethod
     def read(cls, data: bytes, header: struct.Struct, pos: int, size: int, fixed: int, key: bytes) -> _Layout:
@@ -660,7 +683,7 @@ class _Layout:
         }
         bounds = kernel.bounds.pack(*shape, total, multiplier)
         values = fixed + _RELOC.size * nrelocs
-        patches = np.array([values + start for _, start in kernel.slots], np.int64)
+        patches = np.array([values - fixed + start for _, start in kernel.slots], np.int64)
         return cls(key, kernel, fields, bounds, size, fixed, nrelocs, values, patches)
 
     def give(self, nodes: list[GraphNode], starts: list[int], data: bytes, resolved: bool) -> None:
