@@ -631,8 +631,8 @@ class _Kernel:
         return cls(name, module, ndim, struct.Struct(f"<{ndim}I{pad}xQQ"), split, blobs, slots, relocs)
 
 
-#: From how many distinct launches of one layout their values are split one parameter at a
-#: time, for all of them at once (numpy), rather than one launch at a time.
+#: From how many launches of one layout their values are split one parameter at a time, for
+#: all of them at once (numpy), rather than one launch at a time.
 _COLUMNS = 16
 
 
@@ -689,44 +689,33 @@ class _Layout:
     def give(self, nodes: list[GraphNode], starts: list[int], data: bytes, resolved: bool) -> None:
         """Give the nodes of the launches of this layout whose records start at ``starts``
         their fields, from ``data`` (the stream, its pointer slots relocated where
-        ``resolved``; else left as recorded, and named ``unresolved``). Launches whose
-        values are the same bytes share their fields."""
+        ``resolved``; else left as recorded, and named ``unresolved``)."""
         kernel, size, bounds = self.kernel, self.size, self.bounds
         start = self.values if resolved else self.fixed  # from here on the bytes tell launches apart
         skip = 0 if resolved else self.values - self.fixed
-        made: dict[bytes, dict[str, Any]] = {}
-        tails = [data[at + start : at + size] for at in starts]
-        if len(tails) >= _COLUMNS:
-            # Many launches: their distinct values split one parameter at a time, all at once.
-            distinct = list(dict.fromkeys(tails))
-            if len(distinct) >= _COLUMNS:
-                rows = np.frombuffer(b"".join(distinct), np.uint8).reshape(len(distinct), size - start)[:, skip:]
-                width, columns = rows.shape[1], []
-                for low, nbytes in kernel.blobs:
-                    high = min(low + nbytes, width)  # as a slice of the values reads
-                    if high > low:
-                        columns.append(np.ascontiguousarray(rows[:, low:high]).view(f"V{high - low}").ravel().tolist())
-                    else:
-                        columns.append([b""] * len(distinct))
-                params = zip(itertools.repeat(bounds), *columns)
-                if resolved:
-                    made = {tail: {**self.fields, "params": param} for tail, param in zip(distinct, params)}
+        if resolved and len(starts) >= _COLUMNS:
+            # Many launches: their values split one parameter at a time, all at once.
+            values = b"".join([data[at + start : at + size] for at in starts])
+            rows = np.frombuffer(values, np.uint8).reshape(len(starts), size - start)
+            columns = []
+            for low, nbytes in kernel.blobs:
+                high = min(low + nbytes, size - start)  # as a slice of the values reads
+                if high > low:
+                    columns.append(np.ascontiguousarray(rows[:, low:high]).view(f"V{high - low}").ravel().tolist())
                 else:
-                    made = {tail: self._fields(tail, param, resolved) for tail, param in zip(distinct, params)}
-                if len(distinct) == len(tails):  # every launch its own
-                    for node, own in zip(nodes, made.values()):
-                        node.fields = own
-                    return
-        for node, tail in zip(nodes, tails):
-            fields = made.get(tail)
-            if fields is None:
-                fields = made[tail] = self._fields(tail, (bounds, *kernel.split(tail[skip:])), resolved)
-            node.fields = fields
+                    columns.append([b""] * len(starts))
+            fields = self.fields
+            for node, params in zip(nodes, zip(itertools.repeat(bounds), *columns)):
+                node.fields = dict(fields, params=params)
+            return
+        for node, at in zip(nodes, starts):
+            tail = data[at + start : at + size]
+            node.fields = self._fields(tail, (bounds, *kernel.split(tail[skip:])), resolved)
 
     def _fields(self, tail: bytes, params: tuple[bytes, ...], resolved: bool) -> dict[str, Any]:
         if resolved:
-            return {**self.fields, "params": params}
-        return {**self.fields, "params": params, "unresolved": self._unresolved(tail)}
+            return dict(self.fields, params=params)
+        return dict(self.fields, params=params, unresolved=self._unresolved(tail))
 
     def _unresolved(self, tail: bytes) -> tuple[tuple[int, int], ...]:
         """A record's pointer slots that hold a data pointer, from its relocations."""
