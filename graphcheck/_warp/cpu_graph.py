@@ -18,7 +18,8 @@ Nothing Warp exports hands out the stream with the region table, so both are rea
 the state's memory, behind a layout check made on every read: the operation count at its
 place equals the one ``wp_apic_get_operation_count`` answers, the records walk to the
 stream's exact end, every region Python registered for the capture has the base pointer
-Warp's capture helper holds for it, and every region a record names is in the table.
+Warp's capture helper holds for it, every region a record names is in the table, and every
+pointer slot a launch's relocation patches lies in that launch's record.
 Warp's own save (``wp_apic_state_save``, which writes a ``.wrp`` file) is the other
 route: it gives the same stream and its format version, but not the live base pointers,
 and it copies every buffer the graph touched into the file (too slow to take on every
