@@ -42,19 +42,19 @@ def buffers_of(*objects: Any, root: str | Sequence[str] | None = None, max_depth
     """Every Warp array reachable from ``objects``, labelled by the path to it.
 
     The walk goes through attributes (``__dict__`` and ``__slots__``), dataclass fields,
-    ``@wp.struct`` fields, mappings (their keys too: ``{param: state}``), sequences and
-    sets, the variables a function holds (those it closes over and its parameters'
-    defaults: ``lambda v, f=field: ...``), a ``functools.partial``'s function, arguments
-    and keywords, the object a bound method is bound to, and the members of any other
-    container whose iteration is built in (a ``collections.deque``, a dict view), up to
-    ``max_depth`` levels; each array's gradient and an indexed array's indices are
-    collected too (``<path>.grad``). An iterator or generator is never iterated (that
-    would consume it), nor a container whose ``__iter__`` is Python code; what a weak
-    mapping or weak reference holds weakly is not owned. Warp's own containers
-    (optimizers, fem fields, sparse matrices, meshes, hash grids, BVHs, volumes) are
-    entered; Warp's handles (devices, streams, kernels, modules, graphs), modules, types
-    and a function's globals are not. A numpy array the objects hold counts as an owned
-    host buffer. Each object is visited once, so cycles are safe.
+    ``@wp.struct`` fields (and the arrays a struct keeps beside them), mappings (their keys
+    too: ``{param: state}``), sequences and sets, the variables a function holds (those it
+    closes over and its parameters' defaults: ``lambda v, f=field: ...``), a
+    ``functools.partial``'s function, arguments and keywords, the object a bound method is
+    bound to, and the members of any other container whose iteration is built in (a
+    ``collections.deque``, a dict view), up to ``max_depth`` levels; each array's gradient
+    and an indexed array's indices are collected too (``<path>.grad``). An iterator or
+    generator is never iterated (that would consume it), nor a container whose ``__iter__``
+    is Python code; what a weak mapping or weak reference holds weakly is not owned. Warp's
+    own containers (optimizers, fem fields, sparse matrices, meshes, hash grids, BVHs,
+    volumes) are entered; Warp's handles (devices, streams, kernels, modules, graphs),
+    modules, types and a function's globals are not. A numpy array the objects hold counts
+    as an owned host buffer. Each object is visited once, so cycles are safe.
 
     Labels spell the way in: ``sim.state.x`` (attribute), ``sim.buffers[2]`` (item),
     ``sim.named['v']`` (a key that is a plain value), ``sim.moments.keys()[0]`` and
@@ -246,7 +246,7 @@ def _walk(
             stack.extend(_entries(list(obj.items()), path, depth + 1))
             continue
         elif branch == _STRUCT:
-            items, join = [(f, getattr(obj, f, None)) for f in _warp.struct_fields(obj) or ()], _ATTR
+            items, join = _warp.struct_attributes(obj), _ATTR
         elif branch == _HANDLE:
             continue
         elif branch == _METHOD:

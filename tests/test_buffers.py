@@ -266,6 +266,26 @@ def test_buffers_of_enters_warps_containers(cpu):
     assert any(label.startswith("h.matrix.") for label in labels), labels
 
 
+def test_the_arrays_a_sparse_matrix_keeps_beside_its_fields_are_owned(cpu):
+    # A matrix is a @wp.struct that keeps some buffers beside its fields: its topology status,
+    # and on Warp 1.15 to 1.17 the host int every CPU update writes the block count into.
+    import warp.sparse
+
+    matrix = warp.sparse.bsr_zeros(4, 4, float, device=cpu)
+    rows = wp.array(np.arange(4, dtype=np.int32), device=cpu)
+    warp.sparse.bsr_set_from_triplets(matrix, rows, rows, wp.ones(4, dtype=float, device=cpu))
+    matrix._ensure_status()
+    kept = [
+        array
+        for value in vars(matrix).values()
+        for array in (value if isinstance(value, tuple) else (value,))
+        if isinstance(array, wp.array)
+    ]
+    owned = gc.buffers_of(matrix, root="m")
+    assert "m._status" in owned.labels()
+    assert all(owned.find(array.ptr, array.capacity) is not None for array in kept), owned.labels()
+
+
 def test_a_transposed_or_strided_view_registers_the_span_it_addresses(cpu):
     a = wp.zeros((4, 6), dtype=float, device=cpu)
     transposed = gc.BufferSet().add(a.transpose(), "t")

@@ -23,9 +23,6 @@ N = 16
 
 #: Warp 1.16 made CPU graphs record reductions, BVH refits and hash grid updates.
 RECORDS_NATIVES = needs_warp((1, 16), "CPU graph operations for reductions, BVH refits and hash grid updates")
-#: Before 1.18 warp.sparse copies a matrix's nnz into a transfer buffer its owners do not hold
-#: (a foreign-buffer of the host checks, nothing the graph holds).
-SPARSE_WITHOUT_TRANSFER = needs_warp((1, 18), "sparse updates without an nnz transfer buffer outside the matrix")
 
 
 @wp.struct
@@ -364,7 +361,7 @@ class RawNativeCall(Producer):
 EVERY_KIND = [
     Kernels, Copies, Memsets, Fills, Scan, Sorts, RunLengths, Conditionals, Gradients, Commands, RawNativeCall,
     pytest.param(Reductions, marks=RECORDS_NATIVES), pytest.param(HashGrids, marks=RECORDS_NATIVES),
-    pytest.param(Bvhs, marks=RECORDS_NATIVES), pytest.param(Sparse, marks=SPARSE_WITHOUT_TRANSFER),
+    pytest.param(Bvhs, marks=RECORDS_NATIVES), Sparse,
 ]  # fmt: skip
 
 

@@ -69,6 +69,8 @@ _NATIVE_ROLES: dict[str, tuple[tuple[str, str, Any], ...]] = {
     "mesh_set_velocities": (("mesh", _VALUE, None), ("velocities", _DESCRIPTOR, None)),
     "bvh_refit": (("bvh", _VALUE, None),),
     # warp.sparse's topology from triplets (bsr_set_from_triplets): nnz is argument 4, the row count 2.
+    # Warp 1.15 to 1.17 pass two more: the matrix's nnz transfer buffer (one host int the
+    # helper writes the block count into) and its event (None on the CPU).
     "bsr_matrix_from_triplets": (("block_size", _VALUE, None), ("scalar_size", _VALUE, None),
                                  ("nrow", _VALUE, None), ("ncol", _VALUE, None), ("nnz", _VALUE, None),
                                  ("count", _POINTER, lambda a, s: 4), ("rows", _POINTER, _extent(4)),
@@ -79,7 +81,8 @@ _NATIVE_ROLES: dict[str, tuple[tuple[str, str, Any], ...]] = {
                                  ("summed_triplet_indices", _POINTER, _extent(4)),
                                  ("dest_offsets", _POINTER, lambda a, s: (int(a[2]) + 1) * 4),
                                  ("dest_row_counts", _POINTER, lambda a, s: int(a[2]) * 4),
-                                 ("dest_columns", _POINTER, _extent(4))),
+                                 ("dest_columns", _POINTER, _extent(4)),
+                                 ("nnz_buf", _POINTER, lambda a, s: 4), ("nnz_event", _VALUE, None)),
     "bvh_rebuild": (("bvh", _VALUE, None), ("constructor", _VALUE, None)),
 }  # fmt: skip
 
@@ -222,6 +225,25 @@ def struct_fields(value: Any) -> list[str] | None:
     if not isinstance(value, _codegen.StructInstance):
         return None
     return list(type(value)._cls.vars)  # type: ignore[attr-defined]
+
+
+def struct_attributes(value: Any) -> list[tuple[str, Any]]:
+    """``(name, value)`` of a ``@wp.struct`` instance's fields, then of the Warp arrays it
+    keeps besides them, alone or in a tuple: a struct class of Warp's own keeps buffers
+    there, such as the host int warp.sparse's matrices on Warp 1.15 to 1.17 have their block
+    count written into (``_nnz_transfer``: the array and its event). Its other attributes
+    (its ctypes mirror, a capture it is marked with) are Warp's bookkeeping, not its
+    buffers. Empty for any other value."""
+    fields = struct_fields(value)
+    if fields is None:
+        return []
+    own = set(fields)
+    kept = [
+        (name, item)
+        for name, item in vars(value).items()
+        if name not in own and (is_array(item) or (type(item) is tuple and any(is_array(member) for member in item)))
+    ]
+    return [(name, getattr(value, name, None)) for name in fields] + kept
 
 
 def is_warp_handle(value: Any) -> bool:
