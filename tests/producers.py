@@ -1375,7 +1375,7 @@ def add_one_f64(x: wp.array(dtype=wp.float64)):
 
 
 class NestedGraphLaunch(Producer):
-    """A graph captured beforehand, launched inside the step: Warp 1.19's CPU capture does
+    """A graph captured beforehand, launched inside the step: Warp's CPU capture (1.15 to 1.19) does
     not record a wp.capture_launch, so the outer graph replays without the inner work. A
     CUDA capture records it as a child graph."""
 
@@ -1422,7 +1422,7 @@ class InlineInnerStep(Producer):
 
 
 class GenericOverloads(Producer):
-    """Two overloads of one generic kernel in one step (float32, float64): Warp 1.19's CPU
+    """Two overloads of one generic kernel in one step (float32, float64): Warp's CPU
     graph registers a kernel's code by module hash and key, which both share, and replays the
     last launched overload's code for both."""
 
@@ -1528,7 +1528,6 @@ UNSAFE = [
     BvhMadeInCall,
 ]
 #: What needs a newer Warp than the oldest supported (see tests/releases.py).
-NEEDS_APIC = {NestedGraphLaunch, LazySelfCapture, GenericOverloads, NumpyArgument, InlineInnerStep, OneKernelPerDtype}
 NEEDS_TEXTURES = {TextureSwap, TextureRemadePerCall, TextureReplacedAfterCapture}
 NEEDS_HASH_GRID_RECORDS = {HashGridRebuild, HashGridMadeInCall, HashGridDropped, BvhRefitInCall}
 STALE = [

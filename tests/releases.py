@@ -29,11 +29,5 @@ CPU_GRAPH_RECORDS_NATIVES = needs_warp(
     (1, 16), "CPU graph capture of array_sum, array_inner, HashGrid.build and BVH refits"
 )
 
-#: The CPU graph behaviour graphcheck reads from Warp 1.19's source and checks here (its
-#: APIC recorder): what a CPU graph drops (a nested wp.capture_launch), the overloads that
-#: share one entry of code, Warp's recorder failing on a numpy argument. Older releases'
-#: CPU graphs are not judged on these.
-APIC_CPU_GRAPHS = needs_warp((1, 19), "the APIC CPU graph recorder")
-
 #: wp.Texture2D (checked as a resource, like a mesh or volume).
 TEXTURES = pytest.mark.skipif(not hasattr(wp, "Texture2D"), reason=f"warp-lang {wp.__version__} has no textures")

@@ -11,7 +11,6 @@ import graphcheck as gc
 from examples import cloth, particles, rl_env
 from tests import value_producers as P
 from tests.internals import function_name
-from tests.releases import APIC_CPU_GRAPHS
 
 DEVICE = "cpu"
 
@@ -94,7 +93,6 @@ def test_device_temporaries_are_matched_between_calls():
     assert report.ok, str(report)
 
 
-@APIC_CPU_GRAPHS
 def test_overloads_fail_the_kit_at_capture_and_by_their_values():
     report = _check(P.Overloads)
     assert set(report.kinds()) == {"capture-error"}, str(report)

@@ -10,7 +10,7 @@ import graphcheck as gc
 from graphcheck.buffers import arrays_of
 from tests import kernels as K, producers as P
 from tests.internals import function_name
-from tests.releases import APIC_CPU_GRAPHS, CAPTURE_ERROR_ON_READBACK, CPU_GRAPH_RECORDS_HASH_GRID, TEXTURES
+from tests.releases import CAPTURE_ERROR_ON_READBACK, CPU_GRAPH_RECORDS_HASH_GRID, TEXTURES
 from tests.replay_mutations import fails_when_replays_do_nothing
 
 DEVICE = "cpu"
@@ -23,7 +23,6 @@ def _marked(producer):
         for mark, needs in (
             (CAPTURE_ERROR_ON_READBACK, {P.ReductionReadback}),
             (CPU_GRAPH_RECORDS_HASH_GRID, P.NEEDS_HASH_GRID_RECORDS),
-            (APIC_CPU_GRAPHS, P.NEEDS_APIC),
             (TEXTURES, P.NEEDS_TEXTURES),
         )
         if producer in needs
@@ -243,7 +242,6 @@ def test_a_graph_launched_in_a_cpu_capture_is_one_capture_error(producer):
     assert finding.site is not None and finding.site.function == function_name(f"{producer.__name__}.step")
 
 
-@APIC_CPU_GRAPHS
 def test_a_numpy_argument_is_a_capture_error_at_the_launch_not_a_traceback():
     p = P.NumpyArgument(DEVICE)
     checked = gc.capture(p.step, device=DEVICE, owners=(p,), on_failure="ignore")

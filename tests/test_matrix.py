@@ -27,7 +27,6 @@ import graphcheck as gc
 from graphcheck.buffers import arrays_of
 from tests import kernels as K, matrix_kernels as M, producers as P
 from tests.internals import OwnersProbe, Unsupported
-from tests.releases import APIC_CPU_GRAPHS
 
 DEVICE = "cpu"
 
@@ -606,7 +605,6 @@ class OverloadProducer:
         wp.launch(P.add_one_any, dim=4, inputs=[self.b], device=DEVICE)
 
 
-@APIC_CPU_GRAPHS
 @pytest.mark.parametrize("pair", list(OVERLOAD_PAIRS))
 def test_two_overloads_of_a_generic_kernel_are_a_cpu_capture_error(pair):
     first, second = OVERLOAD_PAIRS[pair]
