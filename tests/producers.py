@@ -393,7 +393,7 @@ class AssignFreshNumpy(Producer):
 # -- structures as resources: textures, and structures made during the call ----------------
 
 
-if hasattr(wp, "Texture2D"):  # Warp 1.19 and later
+if hasattr(wp, "Texture2D"):  # Warp 1.15 to 1.19 all have it
 
     @wp.kernel
     def sample_texture(tex: wp.Texture2D, out: wp.array(dtype=float)):

@@ -265,7 +265,7 @@ _HANDLE_TYPES = tuple(
 
 
 def _texture_class() -> type | None:
-    try:  # Warp 1.19 and later
+    try:  # Warp 1.15 to 1.19 all have it
         from warp._src.texture import Texture
     except ImportError:
         return None
