@@ -33,7 +33,8 @@ from typing import Any
 #: caller metadata, write-after-read warnings, CPU graph captures, conditionals, structs,
 #: indexed arrays) and Warp's own tests of its CPU graphs (APIC: some 130 captures the
 #: graph cross-check reads), which run on the CPU in about three minutes with a warm
-#: kernel cache. A module the installed Warp does not ship is left out.
+#: kernel cache. A module the installed Warp does not ship, or that is unstable on it
+#: (``UNSTABLE``), is left out.
 MODULES = (
     "test_apic",
     "test_apic_utility_algorithms",
@@ -54,10 +55,21 @@ MODULES = (
 )
 
 
+#: Modules whose outcome varies from run to run on a release without graphcheck (untraced,
+#: two runs give different failures and errors): the comparison would put Warp's own
+#: instability down to graphcheck, so they are left out there. ``--modules`` still runs them.
+UNSTABLE = {"test_struct": ("1.15",)}
+
+
 def _shipped(module: str) -> bool:
-    """Whether the installed Warp ships ``warp.tests.<module>``."""
+    """Whether the installed Warp ships ``warp.tests.<module>`` and it runs steadily there."""
     import importlib.util
 
+    import warp as wp
+
+    release = ".".join(wp.__version__.split(".")[:2])
+    if release in UNSTABLE.get(module, ()):
+        return False
     return importlib.util.find_spec(f"warp.tests.{module}") is not None
 
 
