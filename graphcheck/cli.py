@@ -822,19 +822,11 @@ def _module_named(prog: str, target: str) -> str:
 
 def _refuse_generator(prog: str, fn: Any, what: str) -> None:
     """A usage error for a step whose call runs none of its body (a generator or a coroutine function)."""
-    import inspect
+    from ._words import step_that_runs_nothing
 
-    kind = (
-        "a generator function" if inspect.isgeneratorfunction(fn)
-        else "an async generator function" if inspect.isasyncgenfunction(fn)
-        else "a coroutine function (async def)" if inspect.iscoroutinefunction(fn)
-        else None
-    )  # fmt: skip
-    if kind is not None:
-        raise UsageError(
-            prog, f"{what} is {kind}: calling it returns {'a coroutine' if 'async def' in kind else 'a generator'} "
-            "and runs none of its body, so it launches nothing to capture: check a step that does its work when called"
-        )  # fmt: skip
+    refused = step_that_runs_nothing(fn, what)
+    if refused is not None:
+        raise UsageError(prog, refused)
 
 
 def _factory(prog: str, module_name: str, factory_name: str, full_traceback: bool) -> Any:

@@ -27,7 +27,7 @@ from typing import Any
 
 from . import _capturing, _warp, checks, crosscheck, settling, validated_sites
 from ._capturing import observe, opening_capture
-from ._words import article
+from ._words import article, step_result_that_ran_nothing, step_that_runs_nothing
 from .buffer_set import BufferSet
 from .checked import CheckedGraph, owned_buffers
 from .checks import between_calls, cuda_rules, escaped_work, foreign_buffers, made_per_call, overloads, undecodable
@@ -181,6 +181,9 @@ def _guard_options(reference: Any, options: CaptureOptions | None, keywords: dic
             f"reference= must be a callable that does what the guarded block does (e.g. reference=sim.step), "
             f"got {reference!r} ({article(type(reference).__name__)}); pass reference=None for no reference call"
         )
+    refused = step_that_runs_nothing(reference, f"reference={_callable_name(reference)}") if reference else None
+    if refused is not None:
+        raise TypeError(refused)
     settings = CaptureOptions.of(options, **keywords)
     if settings.warmup and reference is None:
         raise ValueError(
@@ -294,7 +297,11 @@ class GraphGuard:
         try:
             if self.reference is not None and validated is None:
                 with LaunchTrace(eager=True) as reference_trace:
-                    self.reference()
+                    returned = self.reference()
+                what = self.name if self._block is not None else f"reference={self.name}"
+                refused = step_result_that_ran_nothing(returned, what)
+                if refused is not None:
+                    raise TypeError(refused)
                 self.eager_calls += 1
                 self._reference_trace = reference_trace
             if not self.device.startswith("cpu"):
@@ -558,6 +565,9 @@ def capture(
     __tracebackhide__ = True  # pytest shows the user's frame, not graphcheck's
     if not callable(fn):
         raise TypeError(f"capture() needs a callable to capture, got {fn!r} ({article(type(fn).__name__)})")
+    refused = step_that_runs_nothing(fn, _callable_name(fn))
+    if refused is not None:
+        raise TypeError(refused)
     check_option_names(option_keywords, also=_CAPTURE_KEYWORDS, call="capture()")
     args, kwargs = _step_arguments(positional, args, kwargs)
     settings = CaptureOptions.of(options, **option_keywords)
@@ -585,6 +595,8 @@ def capture(
     if guard._key is not None:
         guard._key = validated_sites.site_key(fn, code, lasti, guard.device)
     with guard:
-        fn(*args, **kwargs)
+        refused = step_result_that_ran_nothing(fn(*args, **kwargs), _callable_name(fn))
+        if refused is not None:
+            raise TypeError(refused)
     assert guard.checked is not None
     return guard.checked

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from . import _warp
-from ._words import article
+from ._words import article, step_that_runs_nothing
 from .buffers import arrays_of
 from .config import DISABLED, disabled_by_environment
 from .findings import Finding, Report, act, check_on_failure, make_finding
@@ -60,13 +60,17 @@ def step_of(producer: Any, method: str, make: Any) -> Callable[[], Any]:
     """The producer's ``method`` (bound), or the producer itself when ``make`` built a callable step.
 
     Raises:
-        TypeError: when the producer has no such method and is not callable.
+        TypeError: when the producer has no such method and is not callable, or the step is a
+            generator or a coroutine function (its call runs none of its body).
     """
     step = getattr(producer, method, None)
-    if callable(step):
+    if not callable(step):
+        step = producer if callable(producer) and not isinstance(producer, type) else None
+    if step is not None:
+        refused = step_that_runs_nothing(step, getattr(step, "__qualname__", method))
+        if refused is not None:
+            raise TypeError(refused)
         return step
-    if callable(producer) and not isinstance(producer, type):
-        return producer
     name = getattr(make, "__qualname__", repr(make))
     raise TypeError(
         f"{name}() built {article(type(producer).__name__)} with no {method}() method; pass method= to name the "

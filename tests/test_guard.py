@@ -2,6 +2,7 @@
 
 import json
 import logging
+import re
 import warnings
 
 import numpy as np
@@ -791,3 +792,59 @@ def test_a_validated_site_that_captures_the_same_replays_like_an_eager_twin():
         again.launch()
         twin.step()
     np.testing.assert_array_equal(sim.x.numpy(), twin.x.numpy())
+
+
+class _GeneratorStep:
+    """A step written as a generator: calling it returns a generator and launches nothing."""
+
+    def __init__(self, device=DEVICE):
+        self.x = wp.zeros(4, dtype=float, device=device)
+
+    def step(self):
+        wp.launch(K.add_one, dim=4, inputs=[self.x], device=self.x.device)
+        yield
+
+
+class _AsyncStep(_GeneratorStep):
+    async def step(self):
+        wp.launch(K.add_one, dim=4, inputs=[self.x], device=self.x.device)
+
+
+_RUNS_NOTHING = "runs none of its body, so it launches nothing to capture: check a step that does its work when called"
+
+
+@pytest.mark.parametrize("producer", [_GeneratorStep, _AsyncStep])
+def test_a_step_whose_call_runs_none_of_its_body_is_refused_as_check_refuses_it(producer):
+    sim = producer()
+    kind = re.escape("a generator function" if producer is _GeneratorStep else "a coroutine function (async def)")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "coroutine was never awaited" either
+        with pytest.raises(TypeError, match=rf"^{producer.__qualname__}\.step is {kind}: .* {_RUNS_NOTHING}$"):
+            gc.capture(sim.step, device=DEVICE, owners=(sim,))
+        with pytest.raises(TypeError, match=rf"^reference={producer.__qualname__}\.step is {kind}"):
+            gc.GraphGuard(device=DEVICE, reference=sim.step, owners=(sim,))
+        with pytest.raises(TypeError, match=rf"{kind}: .* {_RUNS_NOTHING}$"):
+            gc.verify_replay(producer, device=DEVICE)
+        with pytest.raises(TypeError, match=rf"{kind}: .* {_RUNS_NOTHING}$"):
+            gc.check_producer(producer, device=DEVICE)
+    assert sim.x.numpy().tolist() == [0.0] * 4
+    assert not _warp.hooks_installed()
+    assert not _warp.capture_in_progress(DEVICE)
+
+
+@pytest.mark.parametrize("reference", [True, False])
+@pytest.mark.parametrize("producer", [_GeneratorStep, _AsyncStep])
+def test_a_step_that_returns_a_generator_or_a_coroutine_is_refused(producer, reference):
+    sim = producer()
+    returned = "a generator" if producer is _GeneratorStep else "a coroutine"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(TypeError, match=rf"<lambda> returned {returned}: its body has not run"):
+            gc.capture(lambda: sim.step(), device=DEVICE, owners=(sim,), reference=reference)  # noqa: PLW0108
+    assert not _warp.hooks_installed()
+    assert not _warp.capture_in_progress(DEVICE)
+
+
+def test_a_step_that_issues_no_operation_on_purpose_is_still_captured():
+    checked = gc.capture(lambda: None, device=DEVICE)
+    assert checked.report.status == "passed"
