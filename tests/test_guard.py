@@ -59,6 +59,16 @@ def test_the_users_exception_propagates_unchanged_and_nothing_is_left_behind():
     assert error.value is boom
     assert not _warp.hooks_installed()
     assert not _warp.capture_in_progress(DEVICE)
+
+
+def test_after_the_block_raised_the_guards_report_is_a_not_checked_one_saying_so():
+    sim = P.DeviceCounter(DEVICE)
+    with pytest.raises(KeyError), gc.GraphGuard(device=DEVICE, reference=sim.step, owners=(sim,)) as guard:
+        sim.step()
+        raise KeyError("in block")
+    assert guard.report is not None and guard.report.status == "not-checked"
+    assert not guard.report  # a report is true only when it passed
+    assert guard.report.not_run == (("all checks", "the guarded block raised KeyError: nothing was checked"),)
     # Warp is usable again: a new capture works.
     with wp.ScopedCapture(device=DEVICE):
         sim.step()
