@@ -133,15 +133,16 @@ def parse_allow(specs: Iterable[str]) -> tuple[Allow, ...]:
     """Allowances from the command line's ``KIND[:KERNEL[:ARG]]``.
 
     Raises:
-        ConfigError: an unknown kind (with the nearest one), or too many parts.
+        ConfigError: an unknown kind (with the nearest one), an empty part, or too many parts.
     """
+    from .findings import Allow
+
     out = []
     for spec in specs:
-        parts = spec.split(":")
-        if len(parts) > 3 or not parts[0]:
-            raise ConfigError(f"--allow takes KIND, KIND:KERNEL or KIND:KERNEL:ARG, got {spec!r}")
-        kind, kernel, arg = [*parts, None, None][:3]
-        out.append(_allow_item({"kind": kind, "kernel": kernel or None, "arg": arg or None}))
+        try:
+            out.append(Allow.parse(spec))
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
     return tuple(out)
 
 
@@ -162,16 +163,19 @@ def allow_spelling(project: Iterable[Allow], pyproject: Path | None) -> Callable
 
 
 def _allow_item(item: Any) -> Allow:
-    from .findings import Allow, kind_named, unknown_kind
+    from .findings import Allow
 
     if isinstance(item, str):
-        item = {"kind": item}
+        try:
+            return Allow.parse(item)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
     if not isinstance(item, dict) or not isinstance(item.get("kind"), str) or set(item) - {"kind", "kernel", "arg"}:
         raise ConfigError(f"expected a finding kind or a {{kind, kernel, arg}} table, got {item!r}")
-    kind = kind_named(item["kind"])
-    if kind is None:
-        raise ConfigError(unknown_kind(item["kind"]))
-    return Allow(kind, item.get("kernel"), item.get("arg"))
+    try:
+        return Allow(item["kind"], item.get("kernel"), item.get("arg"))
+    except (TypeError, ValueError) as error:
+        raise ConfigError(str(error)) from None
 
 
 def _choice(table: dict[str, Any], key: str, choices: tuple[str, ...], default: str, where: str) -> str:

@@ -226,6 +226,11 @@ class Allow:
         if not isinstance(self.kind, str):
             raise TypeError(f"Allow() takes a finding kind (a str, such as 'scalar-drift'), got {self.kind!r}")
         kind = kind_named(self.kind)
+        if kind is None and ":" in self.kind:
+            raise ValueError(
+                f"Allow() takes the kind alone, got {self.kind!r}: name the kernel and the argument apart, "
+                f"{_spelt_apart(self.kind)}, or pass the text as it is where allowances are given (allow=[...])"
+            )
         if kind is None:
             raise ValueError(unknown_kind(self.kind))
         object.__setattr__(self, "kind", kind)  # in any case, as explain and comments take it
@@ -237,6 +242,22 @@ class Allow:
                     f"Allow({name}=...) takes {what}'s name (a str, such as {example!r}) or None, got {value!r} "
                     f"({article(type(value).__name__)})"
                 )
+
+    @classmethod
+    def parse(cls, spec: str) -> Allow:
+        """The allowance ``spec`` writes as ``KIND``, ``KIND:KERNEL`` or ``KIND:KERNEL:ARG``: the
+        form every text report prints, taken alike by ``--allow``, ``[tool.graphcheck] allow``,
+        the marker's ``allow=`` and ``allow=`` in code.
+
+        Raises:
+            ValueError: an unknown kind (with the nearest one), an empty part, or more than three parts.
+        """
+        parts = spec.split(":")
+        if len(parts) > 3 or not all(part.strip() for part in parts):
+            why = "more than three parts" if len(parts) > 3 else "an empty part"
+            raise ValueError(f"an allowance is KIND, KIND:KERNEL or KIND:KERNEL:ARG, got {spec!r} ({why})")
+        kind, kernel, arg = [*(part.strip() for part in parts), None, None][:3]
+        return cls(kind, kernel, arg)
 
     def __str__(self) -> str:
         if self.comment is not None:
@@ -262,6 +283,13 @@ class Allow:
         # A finding about several arguments (buffers swapped in one launch) names them
         # all: allowing one of them allows the finding.
         return self.arg is None or self.arg in (finding.arg or "").split(", ")
+
+
+def _spelt_apart(spec: str) -> str:
+    """``KIND:KERNEL:ARG`` as ``gc.Allow(...)`` writes it (for a message)."""
+    parts = spec.split(":")
+    named = [f"{name}={value!r}" for name, value in zip(("kernel", "arg"), parts[1:3]) if value]
+    return f"gc.Allow({', '.join([repr(parts[0]), *named])})"
 
 
 def kind_named(text: str) -> str | None:
@@ -336,7 +364,8 @@ def comment_allowances(capture: Site | None, launches: Iterable[Site | None]) ->
 
 
 def allowances(allow: Iterable[Allow | str] | Allow | str | None) -> tuple[Allow, ...]:
-    """Normalise an ``allow=`` argument: kinds as strings, or :class:`Allow` objects."""
+    """Normalise an ``allow=`` argument: :class:`Allow` objects, or strings (``KIND``,
+    ``KIND:KERNEL`` or ``KIND:KERNEL:ARG``, read by :meth:`Allow.parse`)."""
     if allow is None:
         return ()
     if isinstance(allow, (str, Allow)):
@@ -346,7 +375,7 @@ def allowances(allow: Iterable[Allow | str] | Allow | str | None) -> tuple[Allow
         if isinstance(item, Allow):
             out.append(item)
         elif isinstance(item, str):
-            out.append(Allow(item))
+            out.append(Allow.parse(item))
         else:
             raise TypeError(
                 f"allow= takes finding kinds (str) or graphcheck.Allow objects, got {item!r} "

@@ -6,6 +6,9 @@ launches come from, as linters read theirs.
 
 from __future__ import annotations
 
+import re
+
+import pytest
 import warp as wp
 
 import graphcheck as gc
@@ -220,3 +223,47 @@ def test_an_allowed_finding_about_several_arguments_names_each(cpu):
     assert len(names) == 2, allowed.arg
     line = next(line for line in report.text().splitlines() if line.startswith("allowed"))
     assert line.endswith(f"arguments {names[0]!r}, {names[1]!r}"), line
+
+
+def test_the_colon_form_every_report_prints_is_one_allowance_wherever_it_is_given(cpu, tmp_path):
+    """``KIND:KERNEL:ARG`` in pyproject, the marker's and capture()'s ``allow=`` is what ``--allow`` takes:
+    one argument of one kernel, never the whole kind."""
+    from graphcheck import config
+    from graphcheck.findings import allowances
+
+    one = gc.Allow("scalar-drift", kernel="counter_step", arg="step")
+    assert gc.Allow.parse("scalar-drift:counter_step:step") == one
+    assert allowances(["scalar-drift:counter_step:step"]) == (one,)  # capture()'s and the marker's allow=
+    assert config.parse_allow(["scalar-drift:counter_step:step"]) == (one,)
+    (tmp_path / "pyproject.toml").write_text('[tool.graphcheck]\nallow = ["scalar-drift:counter_step:step"]\n')
+    assert config.load(tmp_path / "pyproject.toml").allow == (one,)
+    sim = TwoCounters()
+    report = gc.capture(sim.step, owners=(sim,), on_failure="ignore", allow=["scalar-drift:counter_step:nope"]).report
+    assert [f.kind for f in report.findings] == ["scalar-drift"], "an allowance of another argument allows nothing"
+    assert report.unused_allow
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("scalar-drift::", "is KIND, KIND:KERNEL or KIND:KERNEL:ARG, got 'scalar-drift::' (an empty part)"),
+        ("scalar-drift:k:a:b", "got 'scalar-drift:k:a:b' (more than three parts)"),
+    ],
+)
+def test_an_allowance_with_an_empty_part_or_too_many_is_refused_in_one_line(tmp_path, spec, message):
+    from graphcheck import config
+
+    with pytest.raises(config.ConfigError, match=re.escape(message)):
+        config.parse_allow([spec])
+    (tmp_path / "pyproject.toml").write_text(f'[tool.graphcheck]\nallow = ["{spec}"]\n')
+    with pytest.raises(config.ConfigError, match=re.escape(message)):
+        config.load(tmp_path / "pyproject.toml")
+    with pytest.raises(ValueError, match=re.escape(message)):
+        gc.capture(lambda: None, allow=[spec])
+
+
+def test_allow_with_the_colon_form_as_its_kind_says_to_name_the_kernel_and_argument_apart():
+    with pytest.raises(ValueError, match="^Allow\\(\\) takes the kind alone") as error:
+        gc.Allow("scalar-drift:add_frame:frame")
+    assert "gc.Allow('scalar-drift', kernel='add_frame', arg='frame')" in str(error.value)
+    assert "did you mean" not in str(error.value)
