@@ -256,8 +256,8 @@ class Allow:
         if len(parts) > 3 or not all(part.strip() for part in parts):
             why = "more than three parts" if len(parts) > 3 else "an empty part"
             raise ValueError(f"an allowance is KIND, KIND:KERNEL or KIND:KERNEL:ARG, got {spec!r} ({why})")
-        kind, *named = (part.strip() for part in parts)
-        return cls(kind, *named)
+        kind, kernel, arg = [*(part.strip() for part in parts), "", ""][:3]
+        return cls(kind, kernel or None, arg or None)
 
     def __str__(self) -> str:
         if self.comment is not None:
