@@ -25,6 +25,7 @@ import linecache
 import sys
 import threading
 import weakref
+from collections import Counter
 from collections.abc import Callable
 from types import FrameType, TracebackType
 from typing import Any
@@ -454,15 +455,21 @@ class AutoGuard:
 
     def not_checked(self) -> list[tuple[str, str]]:
         """``(check, why, and how to run it)`` for each check some guarded capture did not run
-        (checks that cannot apply, as the graph cross-check of a CPU graph, aside)."""
-        skipped: dict[str, list[str]] = {}
+        (checks that cannot apply, as the graph cross-check of a CPU graph, aside): one per
+        reason, with how many captures it kept from the check when others had other reasons
+        (fixing one reason does not run the check in every capture)."""
+        skipped: dict[str, Counter[str]] = {}
         for report in self._ended():
             for check, reason in report.not_run:
-                skipped.setdefault(check, []).append(reason)
-        return [
-            (check, reasons[0] + (f" ({len(reasons)} captures)" if len(reasons) > 1 else ""))
-            for check, reasons in skipped.items()
-        ]
+                skipped.setdefault(check, Counter())[reason] += 1
+        out = []
+        for check, reasons in skipped.items():
+            total = sum(reasons.values())
+            if len(reasons) == 1:
+                out.append((check, next(iter(reasons)) + (f" ({total} captures)" if total > 1 else "")))
+            else:
+                out.extend((check, f"{n} of the {total} captures: {reason}") for reason, n in reasons.items())
+        return out
 
     def verdict(self) -> str:
         """The closing lines: how many captures were guarded, what they found, whether they

@@ -729,6 +729,44 @@ def test_run_guards_captures_opened_with_capture_begin_and_end(tmp_path):
     assert "per-call-allocation" in result.stdout and "1 capture guarded" in result.stdout
 
 
+def test_run_reference_call_says_each_reason_a_capture_was_not_compared_with_its_count(tmp_path):
+    script = tmp_path / "two_reasons.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import warp as wp
+
+            wp.config.log_level = wp.LOG_WARNING
+
+
+            @wp.kernel
+            def add(a: wp.array(dtype=float)):
+                i = wp.tid()
+                a[i] = a[i] + 1.0
+
+
+            x = wp.zeros(8, dtype=float, device="cpu")
+            with wp.ScopedCapture(device="cpu") as loop:
+                for _ in range(2):
+                    wp.launch(add, dim=8, inputs=[x], device="cpu")
+            wp.capture_begin(device="cpu")
+            wp.launch(add, dim=8, inputs=[x], device="cpu")
+            graph = wp.capture_end(device="cpu")
+            wp.capture_launch(graph)
+            """
+        )
+    )
+    result = graphcheck("run", "--reference-call", str(script), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = [line for line in result.stdout.splitlines() if line.startswith("graphcheck: NOT checked: compare")]
+    assert len(lines) == 2, result.stdout
+    assert lines[0].startswith("graphcheck: NOT checked: compare: 1 of the 2 captures: the capture block cannot run "
+                               "again as it is: two_reasons.py:15, `for _ in range(2):`, is not a call")  # fmt: skip
+    assert lines[1].startswith(
+        "graphcheck: NOT checked: compare: 1 of the 2 captures: the capture is not opened by a with statement"
+    )
+
+
 def test_run_with_reference_calls_leaves_a_programs_own_graph_guard_alone():
     result = graphcheck("run", "--reference-call", "examples/rl_env.py", "--steps", "20", "--num-envs", "64")
     assert result.returncode == 0, result.stdout + result.stderr
