@@ -483,9 +483,15 @@ def _emit(
         colour, width = _use_colour(out, args.colour) and not to_file, None if to_file else _width(out)
         # run's closing lines say the allowances that matched nothing once, for all its reports.
         unused = args.command != "run"
-        text = "\n\n".join(
-            render(r, colour, quiet=args.quiet, width=width, allowance=allowance, unused=unused) for _, r in reports
-        )
+        parts: list[str] = []
+        for source, r in reports:
+            if source == "replay" and not r.findings and args.command == "check":
+                # check's replay without findings: one line under the verdict it follows.
+                if parts and not args.quiet:
+                    parts[-1] += "\n" + _replayed(r, args.replays)
+                continue
+            parts.append(render(r, colour, quiet=args.quiet, width=width, allowance=allowance, unused=unused))
+        text = "\n\n".join(parts)
     elif fmt == "json":
         import json
 
@@ -906,10 +912,28 @@ def _validate_step(
                 checked.launch()
             return checked.check_replay(on_failure="ignore")
 
-        report = _users_code(prog, f"replaying {args.target}().{args.method}()", replay, args.traceback)
-        if report.findings or args.output_format != "text":
-            reports.append(("replay", report))
+        if args.replays:
+            report = _users_code(prog, f"replaying {args.target}().{args.method}()", replay, args.traceback)
+        else:  # nothing replayed: no replay check is claimed
+            report = gc.Report(name=checked.report.name, device=checked.report.device, skipped=[NO_REPLAYS])
+        reports.append(("replay", report))
     return checked, reports
+
+
+#: What ``check --replays 0`` did not check.
+NO_REPLAYS = ("replay", "--replays 0 replayed nothing")
+
+
+def _replayed(report: Any, replays: int) -> str:
+    """``check``'s text line for a replay report with no findings: how many replays ran, and
+    what was checked (or why nothing was)."""
+    if not replays:
+        return "NOT checked: {}: {}".format(*NO_REPLAYS)
+    lines = [
+        f"replayed the graph {replays} time{'s' if replays != 1 else ''}, then checked: {', '.join(report.checks)}"
+    ]
+    lines += [f"NOT checked: {check}: {why}" for check, why in report.skipped]
+    return "\n".join(lines)
 
 
 def _shown(value: Any) -> str:

@@ -213,6 +213,19 @@ def test_check_validates_a_factory_s_producer(factories):
     assert allowed.returncode == 0 and json.loads(allowed.stdout)["reports"][0]["suppressed"]
 
 
+def test_check_says_it_replayed_the_graph_and_claims_no_replay_check_for_replays_0(factories):
+    safe = graphcheck("check", "myfactories:safe", "--device", "cpu", "--replays", "3", cwd=factories)
+    assert safe.returncode == 0, safe.stdout + safe.stderr
+    assert safe.stdout.strip().splitlines()[-1] == "replayed the graph 3 times, then checked: replay, graph"
+    none = graphcheck("check", "myfactories:safe", "--device", "cpu", "--replays", "0", cwd=factories)
+    assert none.returncode == 0, none.stdout + none.stderr
+    assert none.stdout.strip().splitlines()[-1] == "NOT checked: replay: --replays 0 replayed nothing"
+    document = json.loads(graphcheck("check", "myfactories:safe", "--replays", "0", "--json", cwd=factories).stdout)
+    validate_document(document)
+    replay = next(r for r in document["reports"] if r["source"] == "replay")
+    assert "replay" not in replay["checks"] and replay["status"] == "not-checked"
+
+
 def test_check_explains_a_bad_target(factories):
     for target, message in [
         ("nocolon", "expected MODULE:FACTORY"),
