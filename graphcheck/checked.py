@@ -82,7 +82,9 @@ class CheckedGraph:
         device: the capture device.
         options: the :class:`~graphcheck.CaptureOptions` it was captured with.
         graph_match: the graph's nodes matched to the trace (None when the graph was
-            not read): a CUDA graph's nodes, or the operations a CPU graph will replay.
+            not read): a CUDA graph's nodes, or the operations a CPU graph will replay;
+            ``graph_match.lines()`` gives one line per node with the source line of the
+            operation that made it (what ``graphcheck check --show-graph`` prints).
         baked_values: the bytes the graph baked by value from structs and ``wp.Launch``
             commands the owners hold (:func:`graphcheck.replay.baked_values`).
         fallback: what :meth:`launch` runs in place of a graph that fails its checks

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import _cuda, _warp
 from ._words import article
-from .nodes import CaptureSpan, Dropped, GraphNode
+from .nodes import CaptureSpan, Dropped, GraphNode, node_text
 from .operations import CPU_GRAPH_LAUNCH
 from .params import ArrayRef, decode
 
@@ -225,40 +225,6 @@ _ROLES = {
     "synchronization": "synchronization",
     "warp-conditional": "Warp's conditional handle",
 }
-
-
-def node_text(node: GraphNode) -> str:
-    """What a node is, in a few words: ``kernel integrate shape (64,)``, ``memcpy 256 bytes
-    0x7f...00 -> 0x7f...40``."""
-    fields, kind = node.fields, node.type.lower()
-    if node.error:
-        return f"{kind} ({node.error})"
-    if node.type == "KERNEL":
-        name = node.name or f"{int(fields.get('func') or 0):#x}"
-        where = (
-            f"shape {fields['shape']}"
-            if "shape" in fields
-            else f"grid {fields.get('grid')} block {fields.get('block')}"
-        )
-        return f"kernel {name}{' (adjoint)' if fields.get('adjoint') else ''} {where}"
-    if node.type == "MEMCPY":
-        return f"memcpy {fields.get('nbytes')} bytes {_hex(fields.get('src'))} -> {_hex(fields.get('dst'))}"
-    if node.type == "MEMSET":
-        return f"memset {fields.get('nbytes')} bytes at {_hex(fields.get('dst'))} to {fields.get('value')}"
-    if node.type == "MEMTILE":
-        value = bytes(fields.get("value", b""))
-        return f"fill {fields.get('count')} x {value[::-1].hex() or '?'} at {_hex(fields.get('dst'))}"
-    if node.type == "CONDITIONAL" and "kind" in fields:
-        return f"{fields['kind']} {_hex(fields.get('condition'))} != 0"
-    shown = [f"{k}={_hex(v) if k in _ADDRESSES else v}" for k, v in fields.items() if isinstance(v, (int, float, str))]
-    return " ".join([kind, *shown])
-
-
-_ADDRESSES = frozenset(("dst", "src", "keys", "values", "out", "a", "b", "points", "groups", "grid", "bvh", "dest"))
-
-
-def _hex(value: Any) -> str:
-    return f"{value:#x}" if isinstance(value, int) else str(value)
 
 
 def _child_graph_owners(nodes: Sequence[GraphNode], records: Sequence[LaunchRecord]) -> dict[int, int]:
@@ -561,18 +527,34 @@ def read_graph(graph: Any) -> list[GraphNode]:
     On CUDA the graph's nodes as the driver holds them (child graphs and conditional
     bodies included); on the CPU every operation Warp will replay, in order, with its fields
     (a kernel launch's argument bytes as replay will pass them, a copy's addresses and size,
-    a fill's value...). Given a :class:`~graphcheck.CheckedGraph`, the nodes come matched to
-    the recorded operations that made them (``record``, ``role``), read again when the graph
-    changed since its capture. :meth:`GraphMatch.lines` (and ``graphcheck check
-    --show-graph``) shows them with their source lines.
+    a fill's value...). Each node prints as one line (``str(node)``: ``0: kernel relax shape
+    (64,)``). Given a :class:`~graphcheck.CheckedGraph`, the nodes come matched to the
+    recorded operations that made them (``record``, ``role``), read again when the graph
+    changed since its capture. A plain ``wp.Graph`` has no record of what made its nodes;
+    for the view with source lines that ``graphcheck check --show-graph`` prints, capture
+    with :func:`graphcheck.capture` (or a :class:`graphcheck.GraphGuard`) and print
+    ``checked.graph_match.lines()``::
+
+        checked = gc.capture(sim.step, device="cpu")
+        for line in checked.graph_match.lines():
+            print(line)
+        # 0: kernel relax shape (64,)  <- operation #0 mysims.relax at mysims.py:69
 
     Args:
         graph: a ``wp.Graph`` captured on CUDA or the CPU, or a ``CheckedGraph``.
 
     Raises:
         graphcheck.nodes.GraphReadError: the graph cannot be read (the message says why).
+        TypeError: for anything else than a ``wp.Graph`` or a ``CheckedGraph``.
         ValueError: for an external capture, which holds no graph to read.
     """
+    import warp as wp
+
+    if not (hasattr(graph, "graph_match") or isinstance(graph, wp.Graph)):
+        raise TypeError(
+            f"read_graph() takes a wp.Graph (capture.graph of a wp.ScopedCapture) or a graphcheck.CheckedGraph, got "
+            f"{graph!r} ({article(type(graph).__name__)})"
+        )
     match = getattr(graph, "graph_match", None)
     trace = getattr(graph, "full_trace", None)
     if hasattr(graph, "graph_match"):  # a CheckedGraph: its nodes, matched to its record

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-__all__ = ["CaptureSpan", "CudaLaunch", "Dropped", "GraphNode", "GraphReadError"]
+__all__ = ["CaptureSpan", "CudaLaunch", "Dropped", "GraphNode", "GraphReadError", "node_text"]
 
 
 class GraphReadError(RuntimeError):
@@ -130,6 +130,13 @@ class GraphNode:
         """A kernel node's function name ('' for other nodes, or when unknown)."""
         return str(self.fields.get("name", "") or "")
 
+    def __str__(self) -> str:
+        return f"{self.index}: {node_text(self)}"
+
+    def __repr__(self) -> str:
+        # The fields hold raw parameter bytes: what the node is reads better.
+        return f"<GraphNode {self}>"
+
 
 class Dropped(NamedTuple):
     """A recorded operation a CPU graph does not hold: its replays will not run it.
@@ -144,3 +151,37 @@ class Dropped(NamedTuple):
     record: int
     call: str
     why: str
+
+
+def node_text(node: GraphNode) -> str:
+    """What a node is, in a few words: ``kernel integrate shape (64,)``, ``memcpy 256 bytes
+    0x7f...00 -> 0x7f...40``."""
+    fields, kind = node.fields, node.type.lower()
+    if node.error:
+        return f"{kind} ({node.error})"
+    if node.type == "KERNEL":
+        name = node.name or f"{int(fields.get('func') or 0):#x}"
+        where = (
+            f"shape {fields['shape']}"
+            if "shape" in fields
+            else f"grid {fields.get('grid')} block {fields.get('block')}"
+        )
+        return f"kernel {name}{' (adjoint)' if fields.get('adjoint') else ''} {where}"
+    if node.type == "MEMCPY":
+        return f"memcpy {fields.get('nbytes')} bytes {_hex(fields.get('src'))} -> {_hex(fields.get('dst'))}"
+    if node.type == "MEMSET":
+        return f"memset {fields.get('nbytes')} bytes at {_hex(fields.get('dst'))} to {fields.get('value')}"
+    if node.type == "MEMTILE":
+        value = bytes(fields.get("value", b""))
+        return f"fill {fields.get('count')} x {value[::-1].hex() or '?'} at {_hex(fields.get('dst'))}"
+    if node.type == "CONDITIONAL" and "kind" in fields:
+        return f"{fields['kind']} {_hex(fields.get('condition'))} != 0"
+    shown = [f"{k}={_hex(v) if k in _ADDRESSES else v}" for k, v in fields.items() if isinstance(v, (int, float, str))]
+    return " ".join([kind, *shown])
+
+
+_ADDRESSES = frozenset(("dst", "src", "keys", "values", "out", "a", "b", "points", "groups", "grid", "bvh", "dest"))
+
+
+def _hex(value: Any) -> str:
+    return f"{value:#x}" if isinstance(value, int) else str(value)

@@ -592,6 +592,22 @@ def test_read_graph_returns_the_nodes_and_check_shows_them_with_their_source_lin
                for line in lines), lines  # fmt: skip
 
 
+def test_a_plain_graphs_nodes_print_as_what_they_are_and_read_graph_takes_graphs_only():
+    p = Copies()
+    p.step()  # compiled before the capture
+    with wp.ScopedCapture(device=DEVICE) as capture:
+        p.step()
+    nodes = gc.read_graph(capture.graph)
+    assert str(nodes[0]) == "0: kernel advance shape (16,)"
+    assert repr(nodes[0]) == "<GraphNode 0: kernel advance shape (16,)>"
+    assert str(nodes[1]).startswith("1: memcpy 64 bytes 0x")
+    assert "\\x" not in repr(nodes) and "params" not in repr(nodes), "no raw parameter bytes"
+    checked = gc.capture(p.step, device=DEVICE, owners=(p,))
+    assert checked.graph_match.lines()[0].startswith("0: kernel advance shape (16,)  <- operation #0")
+    with pytest.raises(TypeError, match=r"^read_graph\(\) takes a wp.Graph .* got 'x' \(a str\)$"):
+        gc.read_graph("x")
+
+
 def test_work_done_while_a_cpu_capture_is_paused_is_not_wanted_in_the_graph():
     a, b = wp.zeros(N, dtype=float, device=DEVICE), wp.zeros(N, dtype=float, device=DEVICE)
     wp.launch(advance, dim=N, inputs=[a, 1.0], device=DEVICE)
