@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-__all__ = ["article", "step_result_that_ran_nothing", "step_that_runs_nothing"]
+__all__ = ["article", "note_on", "step_result_that_ran_nothing", "step_that_runs_nothing"]
 
 
 def article(noun: str) -> str:
@@ -54,3 +54,10 @@ def step_result_that_ran_nothing(result: Any, what: str) -> str | None:
 
 
 _RUNS_NOTHING = "runs none of its body, so it launches nothing to capture: check a step that does its work when called"
+
+
+def note_on(error: BaseException, note: str) -> None:
+    """Add ``note`` to the user's exception ``error`` (PEP 678, Python 3.11+; nothing on 3.10):
+    which of graphcheck's calls of the step raised it. The exception itself is unchanged."""
+    if hasattr(error, "add_note"):
+        error.add_note(note)

@@ -27,7 +27,7 @@ from typing import Any
 
 from . import _capturing, _warp, checks, crosscheck, settling, validated_sites
 from ._capturing import observe, opening_capture
-from ._words import article, step_result_that_ran_nothing, step_that_runs_nothing
+from ._words import article, note_on, step_result_that_ran_nothing, step_that_runs_nothing
 from .buffer_set import BufferSet
 from .checked import CheckedGraph, owned_buffers
 from .checks import between_calls, cuda_rules, escaped_work, foreign_buffers, made_per_call, overloads, undecodable
@@ -290,14 +290,25 @@ class GraphGuard:
             # with the capture that was validated (see _judge).
             self._reused = validated
         if self.reference is not None and validated is None:
-            for _ in range(self.options.warmup or 0):  # work only the first calls do, unrecorded
-                self.reference()
+            warmup = self.options.warmup or 0
+            for call in range(warmup):  # work only the first calls do, unrecorded
+                try:
+                    self.reference()
+                except Exception as error:
+                    note_on(error, f"graphcheck raised this in its warm-up call {call + 1} of {warmup} of "
+                                   f"{self._called()} (warmup={warmup}), before the reference call")  # fmt: skip
+                    raise
                 self.eager_calls += 1
         release = keep_hooks()  # in once for the reference call and the capture
         try:
             if self.reference is not None and validated is None:
                 with LaunchTrace(eager=True) as reference_trace:
-                    returned = self.reference()
+                    try:
+                        returned = self.reference()
+                    except Exception as error:
+                        note_on(error, f"graphcheck raised this in its reference call of {self._called()}: an eager "
+                                       "call before the capture, to compare the capture with")  # fmt: skip
+                        raise
                 what = self.name if self._block is not None else f"reference={self.name}"
                 refused = step_result_that_ran_nothing(returned, what)
                 if refused is not None:
@@ -347,6 +358,10 @@ class GraphGuard:
                 raise error from capture_error
             raise
         return capture_error is not None  # a capture error was turned into a finding
+
+    def _called(self) -> str:
+        """What graphcheck calls eagerly, for a note: the step (gc.capture's), or ``reference=``."""
+        return f"the step {self.name}" if self._block is not None else f"reference={self.name}"
 
     # -- after recording: judge -----------------------------------------------------------
 
@@ -595,7 +610,16 @@ def capture(
     if guard._key is not None:
         guard._key = validated_sites.site_key(fn, code, lasti, guard.device)
     with guard:
-        refused = step_result_that_ran_nothing(fn(*args, **kwargs), _callable_name(fn))
+        try:
+            returned = fn(*args, **kwargs)
+        except Exception as error:
+            if not checks.is_capture_error(error):
+                before = guard.eager_calls if reference is True else 0
+                warm = "warm-up calls and " if settings.warmup else ""
+                again = f" (call {before + 1} of it: graphcheck called it eagerly before, its {warm}reference call)"
+                note_on(error, f"graphcheck raised this while capturing the step {guard.name}{again if before else ''}")
+            raise
+        refused = step_result_that_ran_nothing(returned, _callable_name(fn))
         if refused is not None:
             raise TypeError(refused)
     assert guard.checked is not None

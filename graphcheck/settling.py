@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import _capturing, _warp
+from ._words import note_on
 from .checks import FIRST_CAPTURE, LATER_CAPTURE, between_calls
 from .findings import Allow, Finding, Report, comment_allowances
 from .record import LaunchTrace
@@ -93,12 +94,12 @@ def capture_again(
             reference()
         new_graph, trace, error = _capturing.capture_block(block, device, options)
     except BaseException as exc:
-        if hasattr(exc, "add_note"):  # Python 3.11+
-            exc.add_note(
-                "graphcheck raised this while calling the step again to settle its verdict (a retry after the "
-                "capture differed from the reference call: see the first-call page of graphcheck's docs); "
-                "warmup=0 turns the retry off, warmup=1 calls the step before the reference call instead"
-            )
+        note_on(
+            exc,
+            "graphcheck raised this while calling the step again to settle its verdict (a retry after the "
+            "capture differed from the reference call: see the first-call page of graphcheck's docs); "
+            "warmup=0 turns the retry off, warmup=1 calls the step before the reference call instead",
+        )
         raise
     return again, new_graph, trace, error
 

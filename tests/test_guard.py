@@ -858,3 +858,42 @@ def test_a_step_that_returns_a_generator_or_a_coroutine_is_refused(producer, ref
 def test_a_step_that_issues_no_operation_on_purpose_is_still_captured():
     checked = gc.capture(lambda: None, device=DEVICE)
     assert checked.report.status == "passed"
+
+
+class _RaisesOnCall:
+    """A step that raises on its ``nth`` call (the user's own exception)."""
+
+    def __init__(self, nth, device=DEVICE):
+        self.x = wp.zeros(4, dtype=float, device=device)
+        self.calls, self.nth = 0, nth
+        self.boom = ValueError(f"boom on call {nth}")
+
+    def step(self):
+        self.calls += 1
+        if self.calls == self.nth:
+            raise self.boom
+        wp.launch(K.add_one, dim=4, inputs=[self.x], device=self.x.device)
+
+
+@pytest.mark.skipif(not hasattr(BaseException, "add_note"), reason="exception notes are Python 3.11+")
+@pytest.mark.parametrize(
+    ("nth", "warmup", "note"),
+    [
+        (1, 0, "graphcheck raised this in its reference call of the step _RaisesOnCall.step: an eager call before "
+               "the capture, to compare the capture with"),
+        (2, 0, "graphcheck raised this while capturing the step _RaisesOnCall.step (call 2 of it: graphcheck called "
+               "it eagerly before, its reference call)"),
+        (1, 1, "graphcheck raised this in its warm-up call 1 of 1 of the step _RaisesOnCall.step (warmup=1), before "
+               "the reference call"),
+        (3, 1, "graphcheck raised this while capturing the step _RaisesOnCall.step (call 3 of it: graphcheck called "
+               "it eagerly before, its warm-up calls and reference call)"),
+    ],
+)  # fmt: skip
+def test_a_step_raising_in_one_of_graphchecks_calls_propagates_unchanged_with_a_note_saying_which(nth, warmup, note):
+    sim = _RaisesOnCall(nth)
+    with pytest.raises(ValueError) as error:
+        gc.capture(sim.step, device=DEVICE, owners=(sim,), warmup=warmup)
+    assert error.value is sim.boom and str(error.value) == f"boom on call {nth}"
+    assert error.value.__notes__ == [note]
+    assert not _warp.hooks_installed()
+    assert not _warp.capture_in_progress(DEVICE)
