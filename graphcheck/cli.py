@@ -507,7 +507,7 @@ def _emit(
         from .sarif import sarif_log
 
         log = sarif_log(reports, args.command, exit_status=outcome.status, exit_reason=outcome.reason,
-                        strict=outcome.strict)  # fmt: skip
+                        strict=outcome.strict, program_exit=extra.get("program_exit", 0))  # fmt: skip
         text = json.dumps(log, indent=2)
     else:
         text = junit_xml(reports, args.command, strict=args.strict, failed=failed, allowance=allowance)

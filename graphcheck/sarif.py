@@ -34,6 +34,7 @@ def sarif_log(
     exit_status: int | None = None,
     exit_reason: str | None = None,
     strict: bool = False,
+    program_exit: int = 0,
 ) -> dict[str, Any]:
     """The SARIF 2.1.0 log of ``(source, report)`` pairs from one ``graphcheck`` command.
 
@@ -45,6 +46,9 @@ def sarif_log(
         strict: ``--strict`` failed the command for checks that did not run: their
             notifications are errors, and the invocation did not succeed (its analysis is
             incomplete, which ``--strict`` refuses).
+        program_exit: ``run``: the program's own exit status; a program that crashed or
+            exited with a non-zero status did not run to its end, so neither did the
+            invocation (an error notification says so).
     """
     results = []
     notifications = []
@@ -73,7 +77,7 @@ def sarif_log(
                         "rules": [_rule(kind) for kind in KINDS],
                     }
                 },
-                "invocations": [_invocation(command, notifications, exit_status, exit_reason, strict)],
+                "invocations": [_invocation(command, notifications, exit_status, exit_reason, strict, program_exit)],
                 "originalUriBaseIds": {"%SRCROOT%": {"uri": Path.cwd().as_uri() + "/"}},
                 "results": results,
             }
@@ -82,12 +86,29 @@ def sarif_log(
 
 
 def _invocation(
-    command: str, notifications: list[dict[str, Any]], exit_status: int | None, exit_reason: str | None, strict: bool
+    command: str,
+    notifications: list[dict[str, Any]],
+    exit_status: int | None,
+    exit_reason: str | None,
+    strict: bool,
+    program_exit: int,
 ) -> dict[str, Any]:
     """The run's invocation: it succeeded unless ``--strict`` failed it for checks that did not
-    run (findings are results of a successful analysis)."""
+    run, or the program ``run`` ran did not end normally (findings are results of a
+    successful analysis)."""
+    if program_exit:
+        notifications = [
+            *notifications,
+            {
+                "level": "error",
+                "message": {
+                    "text": f"the program exited with status {program_exit}: only the captures made before it ended "
+                    "were checked"
+                },
+            },
+        ]
     invocation: dict[str, Any] = {
-        "executionSuccessful": not strict,
+        "executionSuccessful": not strict and not program_exit,
         "commandLine": f"graphcheck {command}",
         "toolExecutionNotifications": notifications,
     }

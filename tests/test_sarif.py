@@ -95,3 +95,18 @@ def test_run_s_sarif_keeps_out_of_the_program_s_output_and_says_what_was_not_che
     levels = {n["message"]["text"].split(": ", 1)[1].split(" NOT")[0]: n["level"] for n in notifications}
     assert levels["compare"] == "warning"  # ...and the log says so
     assert "graph" not in levels  # the CPU graph's cross-check ran
+
+
+def test_run_of_a_program_that_crashed_is_no_successful_execution(factories):
+    program = "import warp as wp\nwp.config.log_level = wp.LOG_WARNING\n"
+    program += "from myfactories import unsafe\nsim = unsafe()\nsim.step()\n"
+    program += "with wp.ScopedCapture(device='cpu'):\n    sim.step()\nraise RuntimeError('the program crashed')\n"
+    (factories / "crashes.py").write_text(program)
+    result = graphcheck("run", "--output-format", "sarif", "--output", "gc.sarif", "crashes.py", cwd=factories)
+    assert result.returncode == 1, result.stderr
+    log = json.loads((factories / "gc.sarif").read_text())
+    validate(log)
+    (invocation,) = log["runs"][0]["invocations"]
+    assert (invocation["exitCode"], invocation["executionSuccessful"]) == (1, False)
+    assert {"level": "error", "message": {"text": "the program exited with status 1: only the captures made before "
+            "it ended were checked"}} in invocation["toolExecutionNotifications"]  # fmt: skip
