@@ -121,6 +121,9 @@ def check_device(device: Any, spell: Callable[[str], str] = "device={!r}".format
     suggesting one as the place the device came from writes it (``spell``: ``--device cpu``,
     ``device = "cpu"`` in pyproject.toml; by default the keyword ``device='cpu'``)."""
     try:
+        if isinstance(device, str) and device.strip().startswith("cuda") and not _warp.cuda_available():
+            # Said before Warp is asked: resolving "cuda" calls into a missing driver, which prints errors.
+            raise RuntimeError("Warp finds no CUDA driver or device")
         resolved = _warp.get_device(device)
     except (RuntimeError, ValueError) as error:
         available = ", ".join(str(d) for d in _available_devices())

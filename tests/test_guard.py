@@ -135,12 +135,14 @@ def test_clear_errors_for_bad_input():
 
 
 @pytest.mark.skipif(_warp.cuda_available(), reason="needs a machine without CUDA")
-def test_a_cuda_device_without_cuda_is_a_clear_error():
+def test_a_cuda_device_without_cuda_is_a_clear_error(capfd):
     sim = P.DeviceCounter(DEVICE)
+    capfd.readouterr()
     with pytest.raises(ValueError, match="no CUDA device; use device='cpu'"):
         gc.capture(sim.step, device="cuda")
     with pytest.raises(ValueError, match="cannot capture on device 'cuda:0'"):
         gc.GraphGuard(device="cuda:0")
+    assert "Warp CUDA error" not in capfd.readouterr().err, "graphcheck said it before Warp called into CUDA"
 
 
 def test_allow_suppresses_a_named_kind_at_a_named_kernel_and_argument():
