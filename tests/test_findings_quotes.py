@@ -6,7 +6,7 @@ example is run here and what it prints must be what is stored. Lines quoted in t
 prose (and its ``text`` blocks) are checked against the report of a producer that does what
 the quote describes: the quote must be on the page and in that report. Normalised on both
 sides: runs of white space, addresses, ``file.py:line``, a kernel's code hash, the device
-(the pages show ``cuda:0``, the tests run on the CPU) and this module's name (the pages'
+(the pages show ``cuda:0``, the tests run on the CPU), the Warp release named and this module's name (the pages'
 kernels are declared in ``sim.py``); ``...`` and ``<kernel>`` in a quote stand for any text.
 """
 
@@ -44,6 +44,7 @@ def normalised(text: str) -> str:
     text = re.sub(r"[\w.<>-]+\.py:\d+", "FILE:N", text)
     text = re.sub(r"\(code [0-9a-f]+\)", "(code #)", text)
     text = re.sub(r"\bcuda:\d+|\bcpu\b", "DEVICE", text)
+    text = re.sub(r"warp-lang \d+\.\d+\.\d+", "warp-lang X", text)  # the release the tests run on
     return " ".join(text.split())
 
 
