@@ -6,8 +6,9 @@ example is run here and what it prints must be what is stored. Lines quoted in t
 prose (and its ``text`` blocks) are checked against the report of a producer that does what
 the quote describes: the quote must be on the page and in that report. Normalised on both
 sides: runs of white space, addresses, ``file.py:line``, a kernel's code hash, the device
-(the pages show ``cuda:0``, the tests run on the CPU), the Warp release named and this module's name (the pages'
-kernels are declared in ``sim.py``); ``...`` and ``<kernel>`` in a quote stand for any text.
+(the pages show ``cuda:0``, the tests run on the CPU), the Warp release a report names and
+this module's name (the pages' kernels are declared in ``sim.py``); ``...`` and
+``<kernel>`` in a quote stand for any text.
 """
 
 from __future__ import annotations
