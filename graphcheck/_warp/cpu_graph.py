@@ -205,9 +205,9 @@ def unchanged(graph: Any, read: CpuGraph) -> bool:
     return (stream, table) == read.read
 
 
-def _state_memory(state: int, python_regions: dict[int, int]) -> tuple[bytes, int, dict[int, tuple[int, int]], bytes]:
-    """``(stream, operation count, region id -> (base, size), region table bytes)`` read
-    from an APICState, checked against what Warp answers and what Python registered."""
+def _state_memory(state: int, python_regions: dict[int, int]) -> tuple[bytes, int, dict[int, int], bytes]:
+    """``(stream, operation count, region id -> base, region table bytes)`` read from an
+    APICState, checked against what Warp answers and what Python registered."""
     core = _runtime().core
     header, stream, raw = _state_bytes(state)
     count = struct.unpack_from("<I", header, _COUNT)[0]
@@ -225,17 +225,15 @@ def _state_memory(state: int, python_regions: dict[int, int]) -> tuple[bytes, in
             f"the graph's region table is not laid out as graphcheck reads it ({table_bytes} bytes, next region id "
             f"{next_region})"
         )
-    regions = {
-        rid: (base, size)
-        for rid, (base, size, valid) in enumerate(_REGION_ENTRY.iter_unpack(raw))
-        if valid
-    }  # fmt: skip
-    for rid, base in python_regions.items():
-        if regions.get(rid, (None,))[0] != base:
-            raise CpuGraphUnreadable(
-                f"region {rid} of the graph's region table does not hold the buffer Python registered for it "
-                f"({base:#x}): its layout is not the one graphcheck reads"
-            )
+    table = np.frombuffer(raw, _REGION_ENTRIES)
+    valid = table["valid"].tolist()
+    regions = dict(zip(itertools.compress(range(entries), valid), itertools.compress(table["base"].tolist(), valid)))
+    if not python_regions.items() <= regions.items():  # (a set comparison: each pair looked up once)
+        rid, base = next((rid, base) for rid, base in python_regions.items() if regions.get(rid) != base)
+        raise CpuGraphUnreadable(
+            f"region {rid} of the graph's region table does not hold the buffer Python registered for it "
+            f"({base:#x}): its layout is not the one graphcheck reads"
+        )
     return stream, count, regions, raw
 
 
@@ -243,7 +241,10 @@ def _python_regions(graph: Any) -> dict[int, int]:
     """Region id -> base pointer of the buffers Warp's Python side registered for a capture."""
     capture = getattr(graph, "_apic_capture", None)
     entries = getattr(capture, "_regions", None) or {}
-    return {int(entry[0]): int(entry[1]) for entry in list(entries.values())}
+    return dict(map(_ID_AND_BASE, list(entries.values())))
+
+
+_ID_AND_BASE = operator.itemgetter(0, 1)  # of an entry Warp's capture keeps: (id, base, capacity, ...)
 
 
 def _saved_stream(state: int) -> tuple[bytes, int]:
@@ -282,7 +283,7 @@ def read_cpu_state(state: int, python_regions: dict[int, int] | None = None, *, 
     layout, table = "", b""
     if source == "save":
         stream, count = _saved_stream(state)
-        regions: dict[int, tuple[int, int]] | None = None
+        regions: dict[int, int] | None = None
     else:
         try:
             stream, count, regions, table = _state_memory(state, python_regions or {})
@@ -393,7 +394,7 @@ class _Reader:
     """Reads one stream's records into nodes (one reader per read of a graph)."""
 
     def __init__(
-        self, data: bytes, version: int, regions: dict[int, tuple[int, int]] | None, state: int, table: bytes
+        self, data: bytes, version: int, regions: dict[int, int] | None, state: int, table: bytes
     ) -> None:
         self.data = data
         self.table = table  # the region table's bytes (see _state_memory)
@@ -467,10 +468,10 @@ class _Reader:
         """The address a region and an offset resolve to (None for no region, or none known)."""
         if region < 0 or self.regions is None:
             return None
-        entry = self.regions.get(region)
-        if entry is None:
+        base = self.regions.get(region)
+        if base is None:
             raise KeyError(f"region {region} is not in the graph's region table")
-        return entry[0] + offset
+        return base + offset
 
     def _read(self, node: GraphNode, op: int, pos: int, size: int, depth: int) -> None:
         if op not in _TYPES or (self.version < 15 and op in _SINCE_15):
@@ -507,9 +508,9 @@ class _Reader:
         resolved = self.regions is not None
         moved = self._relocated(groups) if resolved else {}
         for layout, (starts, nodes) in groups:
-            data, at = moved.get(layout, (self.data, starts))
+            data, at, shift = moved.get(layout, (self.data, starts, 0))
             try:
-                layout.give(nodes, at, data, resolved)
+                layout.give(nodes, at, data, resolved, shift)
             except (struct.error, ValueError) as error:
                 for node in nodes:
                     node.error = f"its record could not be read ({type(error).__name__}: {error})"
@@ -520,14 +521,16 @@ class _Reader:
 
     def _relocated(
         self, groups: list[tuple[_Layout, tuple[list[int], list[GraphNode]]]]
-    ) -> dict[_Layout, tuple[bytes, list[int]]]:
+    ) -> dict[_Layout, tuple[bytes, list[int], int]]:
         """Every launch's relocations and values, their pointer slots relocated, all at once:
-        by layout, the bytes they are in and where each launch's record would start there."""
+        by layout, the bytes they are in, where each launch's relocations start there, and
+        what to add to that for where its record would start."""
         data = self.data
         pending = [(layout, starts) for layout, (starts, _) in groups if layout.nrelocs]
         if not pending:
             return {}
         # Each launch's relocations and values, one after another, and its relocations alone.
+        layouts = [layout for layout, starts in pending for _ in starts]  # each launch's
         tails = bytearray(
             b"".join([data[at + layout.fixed : at + layout.size] for layout, starts in pending for at in starts])
         )
@@ -536,40 +539,36 @@ class _Reader:
             _RELOCS,
         )
         # Where each relocation's pointer slot lies in `tails`: its launch's place there, plus
-        # its layout's place for the parameter it patches (in `table`), plus its slot.
-        launches = [len(starts) for _, starts in pending]
-        lengths = np.repeat(np.array([layout.size - layout.fixed for layout, _ in pending], np.int64), launches)
-        offsets = np.cumsum(lengths) - lengths
-        counts = np.repeat(np.array([layout.nrelocs for layout, _ in pending], np.int64), launches)
-        ends = np.cumsum(counts)
-        within = np.arange(len(relocs)) - np.repeat(ends - counts, counts)
-        firsts = np.cumsum([0, *[layout.nrelocs for layout, _ in pending][:-1]])  # each layout's in `table`
-        table = np.concatenate([layout.patches for layout, _ in pending])
-        places = np.repeat(offsets, counts) + table[np.repeat(np.repeat(firsts, launches), counts) + within]
+        # its layout's place for the parameter it patches, plus its slot.
+        places_of = list(itertools.accumulate([layout.size - layout.fixed for layout in layouts], initial=0))
+        counts = [layout.nrelocs for layout in layouts]
+        places = np.repeat(np.array(places_of[:-1], np.int64), counts)
+        places += np.concatenate([layout.patches for layout in layouts])
         places += relocs["slot"]
-        # Region id -> its live base, and whether the table holds it.
+        # Region id -> its live base, and whether the table holds it (a region past the table
+        # reads as its last entry, and is refused below).
         entries = np.frombuffer(self.table, _REGION_ENTRIES)
-        bases, known = np.where(entries["valid"], entries["base"], np.uint64(0)), entries["valid"]
+        bases, known = entries["base"], entries["valid"]
         if not len(bases):
             bases, known = np.zeros(1, np.uint64), np.zeros(1, bool)
         data_pointer = relocs["kind"] == _DATA_PTR
         named = np.where(data_pointer, relocs["region"], 0)
-        inside = np.clip(named, 0, len(bases) - 1)
-        if (data_pointer & ((named >= len(bases)) | ~known[inside])).any():
+        if (data_pointer & ((named >= len(bases)) | ~known.take(named, mode="clip"))).any():
             raise CpuGraphUnreadable("a launch of the graph names a region its region table lacks")
-        if (places + 8 > np.repeat(offsets + lengths, counts)).any():
+        if (places + 8 > np.repeat(np.array(places_of[1:], np.int64), counts)).any():
             raise CpuGraphUnreadable("a launch of the graph relocates a pointer past its record's end")
         addresses = np.where(
             data_pointer,
-            bases[inside] + relocs["offset"],
+            bases.take(named, mode="clip") + relocs["offset"],
             np.where(relocs["kind"] == _HANDLE, relocs["offset"], np.uint64(0)),
         ).astype("<u8")
-        np.frombuffer(tails, np.uint8)[places[:, None] + np.arange(8)] = addresses.view(np.uint8).reshape(-1, 8)
+        # Every 8 bytes of `tails` from each byte on, as one (unaligned) u64: each slot written in one step.
+        np.ndarray((len(tails) - 7,), "<u8", tails, 0, (1,))[places] = addresses
         patched = bytes(tails)
         moved, first = {}, 0
-        for (layout, _), n in zip(pending, launches):
-            moved[layout] = patched, (offsets[first : first + n] - layout.fixed).tolist()
-            first += n
+        for layout, starts in pending:
+            moved[layout] = patched, places_of[first : first + len(starts)], -layout.fixed
+            first += len(starts)
         return moved
 
     def _conditional(self, node: GraphNode, op: int, pos: int, size: int, depth: int) -> None:
@@ -687,12 +686,13 @@ class _Layout:
         patches = np.array([values - fixed + start for _, start in kernel.slots], np.int64)
         return cls(key, kernel, fields, bounds, size, fixed, nrelocs, values, patches)
 
-    def give(self, nodes: list[GraphNode], starts: list[int], data: bytes, resolved: bool) -> None:
+    def give(self, nodes: list[GraphNode], starts: list[int], data: bytes, resolved: bool, shift: int = 0) -> None:
         """Give the nodes of the launches of this layout whose records start at ``starts``
-        their fields, from ``data`` (the stream, its pointer slots relocated where
-        ``resolved``; else left as recorded, and named ``unresolved``)."""
-        kernel, size, bounds = self.kernel, self.size, self.bounds
-        start = self.values if resolved else self.fixed  # from here on the bytes tell launches apart
+        plus ``shift`` their fields, from ``data`` (the stream, its pointer slots relocated
+        where ``resolved``; else left as recorded, and named ``unresolved``)."""
+        kernel, bounds = self.kernel, self.bounds
+        size = self.size + shift
+        start = (self.values if resolved else self.fixed) + shift  # from here on the bytes tell launches apart
         skip = 0 if resolved else self.values - self.fixed
         if resolved and len(starts) >= _COLUMNS:
             # Many launches: their values split one parameter at a time, all at once.
@@ -709,14 +709,14 @@ class _Layout:
             for node, params in zip(nodes, zip(itertools.repeat(bounds), *columns)):
                 node.fields = dict(fields, params=params)
             return
+        fields, split = self.fields, kernel.split
+        if resolved:
+            for node, at in zip(nodes, starts):
+                node.fields = dict(fields, params=(bounds, *split(data[at + start : at + size])))
+            return
         for node, at in zip(nodes, starts):
             tail = data[at + start : at + size]
-            node.fields = self._fields(tail, (bounds, *kernel.split(tail[skip:])), resolved)
-
-    def _fields(self, tail: bytes, params: tuple[bytes, ...], resolved: bool) -> dict[str, Any]:
-        if resolved:
-            return dict(self.fields, params=params)
-        return dict(self.fields, params=params, unresolved=self._unresolved(tail))
+            node.fields = dict(fields, params=(bounds, *split(tail[skip:])), unresolved=self._unresolved(tail))
 
     def _unresolved(self, tail: bytes) -> tuple[tuple[int, int], ...]:
         """A record's pointer slots that hold a data pointer, from its relocations."""
