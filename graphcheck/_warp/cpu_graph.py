@@ -393,9 +393,7 @@ _FIXED: dict[int, tuple[struct.Struct, tuple[str, ...]]] = {
 class _Reader:
     """Reads one stream's records into nodes (one reader per read of a graph)."""
 
-    def __init__(
-        self, data: bytes, version: int, regions: dict[int, int] | None, state: int, table: bytes
-    ) -> None:
+    def __init__(self, data: bytes, version: int, regions: dict[int, int] | None, state: int, table: bytes) -> None:
         self.data = data
         self.table = table  # the region table's bytes (see _state_memory)
         self.version = version
@@ -403,7 +401,6 @@ class _Reader:
         self.header = _LAUNCH[version < 16]
         self.nodes: list[GraphNode] = []
         self.streams: dict[int, list[GraphNode]] = {}
-        self._fixed: dict[bytes, dict[str, Any]] = {}
         # The launches of each layout, read together once the whole stream is walked (see
         # relocate): where each distinct record starts, and its first node.
         self._launches: dict[_Layout, tuple[list[int], list[GraphNode]]] = {}
@@ -464,14 +461,19 @@ class _Reader:
             raise CpuGraphUnreadable(f"the operations end at byte {pos} of a stream of {end} bytes")
         return out
 
-    def address(self, region: int, offset: int) -> int | None:
-        """The address a region and an offset resolve to (None for no region, or none known)."""
+    def base(self, region: int) -> int | None:
+        """The base a region id resolves to (None for no region, or none known)."""
         if region < 0 or self.regions is None:
             return None
         base = self.regions.get(region)
         if base is None:
             raise KeyError(f"region {region} is not in the graph's region table")
-        return base + offset
+        return base
+
+    def address(self, region: int, offset: int) -> int | None:
+        """The address a region and an offset resolve to (None for no region, or none known)."""
+        base = self.base(region)
+        return None if base is None else base + offset
 
     def _read(self, node: GraphNode, op: int, pos: int, size: int, depth: int) -> None:
         if op not in _TYPES or (self.version < 15 and op in _SINCE_15):
@@ -480,14 +482,22 @@ class _Reader:
         if op in (7, 8):
             self._conditional(node, op, pos, size, depth)
             return
-        # The same record, byte for byte, shares its fields (a step zeroes the same buffers
-        # every substep); region ids are the graph's own, so only within this graph.
+        # The same record, byte for byte, over the same bases, shares its fields (a step zeroes
+        # the same buffers every substep, capture after capture): a record's fields depend on
+        # nothing else (region ids are a graph's own, so the bases they name are the key).
         record = self.data[pos : pos + size]
-        fields = self._fixed.get(record)
-        if fields is None:
+        known = _FIXED_READS.get(record)
+        if known is None:
             layout, names = _FIXED[op]
-            values = dict(zip(names, layout.unpack_from(self.data, pos + 8)))
-            fields = self._fixed[record] = _fixed_fields(op, values, self.address, record[8 + layout.size :])
+            values = dict(zip(names, layout.unpack_from(record, 8)))
+            ids = tuple(value for name, value in values.items() if name.endswith("_region"))
+            known = remember(_FIXED_READS, record, (values, ids, {}))
+        values, ids, by_bases = known
+        bases = tuple(map(self.base, ids))
+        fields = by_bases.get(bases)
+        if fields is None:
+            tail = record[8 + _FIXED[op][0].size :]
+            fields = remember(by_bases, bases, _fixed_fields(op, values, self.address, tail), _BASES_PER_RECORD)
         node.fields = fields
 
     def relocate(self) -> None:
@@ -586,6 +596,12 @@ class _Reader:
         }
         self.walk(a_start, a_start + a_size, a_count, branches[0], depth + 1)
         self.walk(a_start + a_size, a_start + a_size + b_size, b_count, branches[1], depth + 1)
+
+
+#: A fixed record's values, the region ids it names and its fields by the bases those
+#: resolve to, by the record's bytes (see _Reader._read); nodes never change their fields.
+_FIXED_READS: dict[bytes, tuple[dict[str, Any], tuple[int, ...], dict[tuple[int | None, ...], dict[str, Any]]]] = {}
+_BASES_PER_RECORD = 64  # the bases one record is kept for (a program that reallocates gets new ones)
 
 
 #: What the launches of one kernel share (see :class:`_Kernel`), by the bytes they share.
