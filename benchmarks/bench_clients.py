@@ -8,6 +8,8 @@ mujoco-warp); skipped without them.
 
 from __future__ import annotations
 
+import statistics
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -161,11 +163,17 @@ def bench_clients(rounds: int = 21, names: tuple[str, ...] = ()) -> dict[str, An
     return out
 
 
-def bench_clients_crosscheck(rounds: int = 21, names: tuple[str, ...] = ()) -> dict[str, Any]:
+def bench_clients_crosscheck(rounds: int = 21, names: tuple[str, ...] = (), alone: int = 200) -> dict[str, Any]:
     """What the graph cross-check adds to ``gc.capture`` of each client's step on the CPU:
     ``gc.capture`` with it against ``gc.capture`` without it, in alternating rounds of one
-    process (the cross-check turned off by a graph that cannot be read)."""
-    from graphcheck import guard
+    process (the cross-check turned off by a graph that cannot be read); beside it, the
+    cross-check alone (the graph read, matched to its trace and checked) of one capture,
+    timed over ``alone`` rounds, and as a share of the capture without it
+    (``crosscheck_alone_ratio``: 1 + median cross-check / median capture). A whole capture
+    moves by more than the cross-check costs on a shared machine; the cross-check alone
+    does not. (It runs with the caches a tight loop keeps warm: inside a capture it takes
+    somewhat longer.)"""
+    from graphcheck import crosscheck, guard
     from graphcheck.nodes import GraphReadError
 
     clients = _clients()
@@ -198,7 +206,42 @@ def bench_clients_crosscheck(rounds: int = 21, names: tuple[str, ...] = ()) -> d
         out[f"{name}_without_crosscheck_ms"] = round(figures["without"][0] / 1e3, 1)
         out[f"{name}_crosscheck_ratio"] = round(figures["with"][1], 3)
         out[f"{name}_crosscheck_added_ms"] = round(figures["with"][2] / 1e3, 2)
+        graph, trace = _captured(step, owner)
+
+        def cross_check(graph: Any = graph, trace: Any = trace) -> None:
+            crosscheck.check(read_match(graph, trace))
+
+        times = sorted(_thread_ms(cross_check) for _ in range(alone))
+        median = statistics.median(times)
+        out[f"{name}_crosscheck_alone_least_ms"] = round(times[0], 3)
+        out[f"{name}_crosscheck_alone_ms"] = round(median, 3)
+        out[f"{name}_crosscheck_alone_ratio"] = round(1 + median / (figures["without"][0] / 1e3), 3)
     return out
+
+
+def _captured(step: Callable[[], None], owner: Any) -> tuple[Any, Any]:
+    """The graph and the trace of one ``gc.capture`` of ``step``, as its cross-check gets them."""
+    from graphcheck import guard
+
+    got: list[tuple[Any, Any]] = []
+    read_match = guard.read_match
+
+    def keep(graph: Any, trace: Any) -> Any:
+        got.append((graph, trace))
+        return read_match(graph, trace)
+
+    guard.read_match = keep
+    try:
+        gc.capture(step, device=DEVICE, owners=(owner,), revalidate=True, on_failure="ignore")
+    finally:
+        guard.read_match = read_match
+    return got[-1]
+
+
+def _thread_ms(fn: Callable[[], None]) -> float:
+    start = time.thread_time_ns()
+    fn()
+    return (time.thread_time_ns() - start) / 1e6
 
 
 def bench_replay_clients(

@@ -81,7 +81,7 @@ BENCHMARKS: dict[str, tuple[Callable[..., dict[str, Any]], dict[str, Any], list[
     "clients_crosscheck": (
         bench_clients.bench_clients_crosscheck,
         {"rounds": 3},
-        [(f"{name}_crosscheck_ratio", 1.03) for name in bench_clients.CLIENTS],
+        [(f"{name}_crosscheck{which}_ratio", 1.03) for name in bench_clients.CLIENTS for which in ("", "_alone")],
     ),
     # The bar on real clients; the aim is 1.2x.
     "clients": (bench_clients.bench_clients, {"rounds": 3}, [(f"{name}_ratio", 1.4) for name in bench_clients.CLIENTS]),
