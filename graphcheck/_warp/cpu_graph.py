@@ -553,7 +553,9 @@ class _Reader:
         places_of = list(itertools.accumulate([layout.size - layout.fixed for layout in layouts], initial=0))
         counts = [layout.nrelocs for layout in layouts]
         places = np.repeat(np.array(places_of[:-1], np.int64), counts)
-        places += np.concatenate([layout.patches for layout in layouts])
+        places += np.concatenate(
+            [np.tile(layout.patches, len(starts)) if len(starts) > 1 else layout.patches for layout, starts in pending]
+        )
         places += relocs["slot"]
         # Region id -> its live base, and whether the table holds it (a region past the table
         # reads as its last entry, and is refused below).
