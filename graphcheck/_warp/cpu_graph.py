@@ -603,7 +603,7 @@ class _Reader:
 #: A fixed record's values, the region ids it names and its fields by the bases those
 #: resolve to, by the record's bytes (see _Reader._read); nodes never change their fields.
 _FIXED_READS: dict[bytes, tuple[dict[str, Any], tuple[int, ...], dict[tuple[int | None, ...], dict[str, Any]]]] = {}
-_BASES_PER_RECORD = 64  # the bases one record is kept for (a program that reallocates gets new ones)
+_BASES_PER_RECORD = 4  # the bases one record is kept for (a program that reallocates gets new ones)
 
 
 #: What the launches of one kernel share (see :class:`_Kernel`), by the bytes they share.
