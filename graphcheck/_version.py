@@ -1,3 +1,3 @@
 """graphcheck's version (read by the build from here)."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -3,7 +3,7 @@
 ``graphcheck check|run|demo --output-format json``, ``graphcheck run --report`` and the
 pytest plugin's ``--graphcheck-report`` all write::
 
-    {"schema": "graphcheck.report/1", "graphcheck": "0.1.0", "warp": "1.19.0",
+    {"schema": "graphcheck.report/1", "graphcheck": "0.2.0", "warp": "1.19.0",
      "device": "cpu", "status": "passed", "ok": true, ..., "reports": [...]}
 
 with each report as :meth:`graphcheck.Report.to_dict` gives it. The JSON Schema ships
