@@ -221,7 +221,8 @@ class OwnersProbe:
         # change, which only costs a full check.
         by_parent: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
         for leaf in leaves:
-            if leaf[-1][0] == "item" and type(leaf[-1][1]) is int and leaf not in parents.values():
+            # (an owner that is itself an array is a leaf of one step: no container holds it)
+            if len(leaf) > 1 and leaf[-1][0] == "item" and type(leaf[-1][1]) is int and leaf not in parents.values():
                 by_parent.setdefault(leaf[:-1], []).append(leaf)
         grouped = {
             parent for parent, items in by_parent.items() if len(items) >= 8 and type(found[parent]) in (list, tuple)

@@ -313,7 +313,9 @@ class GraphGuard:
                                        "call before the capture, to compare the capture with")  # fmt: skip
                         raise
                 what = self.name if self._block is not None else f"reference={self.name}"
-                refused = step_result_that_ran_nothing(returned, what)
+                # A generator returned by a call that launched nothing is the step's body not
+                # run; one returned after the step did its work is only its result.
+                refused = None if reference_trace.records else step_result_that_ran_nothing(returned, what)
                 if refused is not None:
                     raise TypeError(refused)
                 self.eager_calls += 1
@@ -622,7 +624,8 @@ def capture(
                 again = f" (call {before + 1} of it: graphcheck called it eagerly before, its {warm}reference call)"
                 note_on(error, f"graphcheck raised this while capturing the step {guard.name}{again if before else ''}")
             raise
-        refused = step_result_that_ran_nothing(returned, _callable_name(fn))
+        launched = guard._trace is not None and guard._trace.records
+        refused = None if launched else step_result_that_ran_nothing(returned, _callable_name(fn))
         if refused is not None:
             raise TypeError(refused)
     assert guard.checked is not None

@@ -857,6 +857,22 @@ def test_a_step_that_returns_a_generator_or_a_coroutine_is_refused(producer, ref
     assert not _warp.capture_in_progress(DEVICE)
 
 
+def test_a_step_that_does_its_work_and_returns_a_generator_is_captured():
+    x = wp.zeros(4, dtype=float, device=DEVICE)
+
+    def step():
+        wp.launch(K.add_one, dim=4, inputs=[x], device=DEVICE)
+        return (value for value in range(3))  # its result, after the work is done
+
+    checked = gc.capture(step, device=DEVICE, owners=(x,))
+    assert checked.report.status == "passed"
+    eager = x.numpy().copy()
+    checked.launch()
+    step()
+    twin = x.numpy().copy()
+    assert (twin == eager + 2).all()  # one replay and one eager call, each adding one
+
+
 def test_a_step_that_issues_no_operation_on_purpose_is_still_captured():
     checked = gc.capture(lambda: None, device=DEVICE)
     assert checked.report.status == "passed"

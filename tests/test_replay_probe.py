@@ -469,3 +469,23 @@ def test_a_dict_key_with_braces_is_probed_like_any_other(key):
     holder.d[key] = wp.zeros(N, dtype=float, device="cpu")  # reassigned: the probe sees it
     with pytest.raises(gc.GraphCheckError, match="stale-pointer"):
         checked.launch()
+
+
+def test_owners_that_are_arrays_themselves_are_probed_and_replay_as_eager(full_checks):
+    x = wp.zeros(N, dtype=float, device="cpu")
+    ys = [wp.ones(N, dtype=float, device="cpu") for _ in range(9)]  # enough to be a sequence probe's list
+
+    def step():
+        wp.launch(K.add_one, dim=N, inputs=[x], device="cpu")
+        for y in ys:
+            wp.launch(K.add_one, dim=N, inputs=[y], device="cpu")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gc.GraphCheckWarning)  # the probe is built, no fallback
+        checked = gc.capture(step, device="cpu", owners=(x, *ys))
+        for _ in range(3):
+            checked.launch()
+    assert checked._probe is not None
+    assert len(full_checks) == 1  # the first launch's full check; the probe answered after it
+    np.testing.assert_array_equal(x.numpy(), np.full(N, 4.0))  # the reference call and three replays
+    np.testing.assert_array_equal(ys[8].numpy(), np.full(N, 5.0))
