@@ -915,3 +915,19 @@ def test_a_step_raising_in_one_of_graphchecks_calls_propagates_unchanged_with_a_
     assert error.value.__notes__ == [note]
     assert not _warp.hooks_installed()
     assert not _warp.capture_in_progress(DEVICE)
+
+
+_GLOBAL_STATE = None  # a module-level buffer a module-level step reads: no owner holds it
+
+
+def _step_on_a_global():
+    wp.launch(K.add_one, dim=4, inputs=[_GLOBAL_STATE], device=DEVICE)
+
+
+def test_a_buffer_no_owner_holds_when_no_owners_were_found_says_so():
+    global _GLOBAL_STATE
+    _GLOBAL_STATE = wp.zeros(4, dtype=float, device=DEVICE)
+    checked = gc.capture(_step_on_a_global, device=DEVICE, on_failure="ignore")
+    (finding,) = checked.report.findings
+    assert finding.kind == "foreign-buffer"
+    assert "is in no owned buffer: no owners were given or found (pass owners=)" in str(checked.report)

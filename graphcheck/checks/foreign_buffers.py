@@ -59,7 +59,11 @@ def ownership(captured: LaunchTrace, owned: BufferSet, held: dict[int, Allocatio
         if hit is not None:
             values = f"{ptr:#x} (+{address.nbytes} bytes) starts in {hit.label} but runs past its end"
         else:
-            values = f"{ptr:#x} is in none of the {len(owned)} owned buffers"
+            values = (
+                f"{ptr:#x} is in none of the {len(owned)} owned buffers"
+                if len(owned)
+                else f"{ptr:#x} is in no owned buffer: no owners were given or found (pass owners=)"
+            )
         if len(used) > 1:
             values += f"; and in {len(used) - 1} more operation{'s' if len(used) > 2 else ''}"
         ref = record.args.get(address.arg)
