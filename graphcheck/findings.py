@@ -4,6 +4,11 @@ A :class:`Finding` is one cause, said in one line: its kind, the kernel, the arg
 the launch's index, the user's file:line, both values and the usual fix. A
 :class:`Report` groups them. Findings of a kind the user allowed (:class:`Allow`) are
 kept apart as suppressed.
+
+It is longer than most modules on purpose: a finding, the allowances that suppress it
+(given in code, on the command line, in pyproject.toml or in a comment, read by one parser)
+and the report that groups them are the vocabulary every front end prints; together, a
+kind's wording and the way to allow it cannot drift apart.
 """
 
 from __future__ import annotations
