@@ -1,5 +1,10 @@
 """Small questions about Warp objects: is this an array, where does its memory lie, which
-device and stream, is this code Warp's own, what did a native helper get."""
+device and stream, is this code Warp's own, what did a native helper get.
+
+It is longer than most modules on purpose: each answer is a few lines over Warp's
+internals, and keeping them together in the Warp adapter is what lets a Warp release that
+moves one internal change graphcheck in one place.
+"""
 
 from __future__ import annotations
 
