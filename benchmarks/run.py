@@ -78,10 +78,12 @@ BENCHMARKS: dict[str, tuple[Callable[..., dict[str, Any]], dict[str, Any], list[
         [("read_and_crosscheck_cpu_ms", 50.0)],
     ),
     # gc.capture with the graph cross-check against without it, on the CPU (bar: 3% slower).
+    # The cross-check timed alone (its _alone_ figures) says where that goes; the bar is on
+    # the whole capture, as users feel it.
     "clients_crosscheck": (
         bench_clients.bench_clients_crosscheck,
         {"rounds": 3},
-        [(f"{name}_crosscheck{which}_ratio", 1.03) for name in bench_clients.CLIENTS for which in ("", "_alone")],
+        [(f"{name}_crosscheck_ratio", 1.03) for name in bench_clients.CLIENTS],
     ),
     # The bar on real clients; the aim is 1.2x.
     "clients": (bench_clients.bench_clients, {"rounds": 3}, [(f"{name}_ratio", 1.4) for name in bench_clients.CLIENTS]),
