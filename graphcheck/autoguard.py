@@ -455,7 +455,7 @@ class AutoGuard:
 
     def not_checked(self) -> list[tuple[str, str]]:
         """``(check, why, and how to run it)`` for each check some guarded capture did not run
-        (checks that cannot apply, as the graph cross-check of a CPU graph, aside): one per
+        (checks that cannot apply to a capture aside): one per
         reason, with how many captures it kept from the check when others had other reasons
         (fixing one reason does not run the check in every capture)."""
         skipped: dict[str, Counter[str]] = {}

@@ -392,8 +392,8 @@ def allowances(allow: Iterable[Allow | str] | Allow | str | None) -> tuple[Allow
 #: A report's verdicts, from best to worst news for CI: what :attr:`Report.status` holds.
 STATUSES = ("passed", "partial", "not-checked", "failed")
 
-#: How a skipped check that cannot apply to the capture starts its reason (the graph
-#: cross-check of a CPU graph): it is said, but it does not make a report partial.
+#: How a skipped check that cannot apply to the capture starts its reason: it is said, but
+#: it does not make a report partial.
 NOT_APPLICABLE = "not applicable"
 
 
@@ -411,8 +411,8 @@ class Report:
         checks: the checks that ran (``"compare"``, ``"allocations"``, ``"ownership"``,
             ``"graph"``, ``"replay"``...).
         skipped: the checks that did not run, each as ``(check, reason)``; a reason that
-            starts with ``"not applicable"`` names a check that cannot apply here (the graph
-            cross-check of a CPU capture), which does not make the report partial.
+            starts with ``"not applicable"`` names a check that cannot apply here, which does
+            not make the report partial.
         notes: anything else worth knowing.
 
     A report is also the sequence of its findings: ``len(report)`` counts them and
